@@ -225,6 +225,11 @@ def test_the_what_if_page_of_a_cpu_run_and_predict_give_the_same_communication(b
     for answer in ("answer for DDP on", "predicted fastest cap", "step per bucket cap"):
         assert answer not in printed[0] and answer in printed[1], answer
     assert "the answer on" not in printed[0] and "compute scaled so that" not in printed[0]
+    # the brackets are the last bucket's all-reduce alone: a floor on any GPU, said so, never read as a cap's ranking
+    floor = "the least any GPU exposes, no ranking of caps: a GPU's shorter backward hides less of the rest"
+    assert f"(in brackets: {floor})" in printed[0] and f"last gradient: {floor})" in html.unescape(
+        (tmp_path / "page.html").read_text()
+    )
 
 
 def test_predict_page_scales_as_the_console_does_in_one_file_to_share(built, tmp_path, capsys):

@@ -162,6 +162,12 @@ def communicated(rows: pd.DataFrame, *, full: bool) -> pd.DataFrame:
     return out
 
 
+LAST_BUCKET_LEAST = "the least any GPU exposes, no ranking of caps: a GPU's shorter backward hides less of the rest"
+"""What DDP's last all-reduce ('DDP last') is where no step is predicted: the bucket ready as backward ends is exposed
+at any compute speed, the buckets before it only on a GPU whose backward leaves too little time to hide them (a
+recommender's embedding ready at 99 % of backward): a floor, so a cap whose last bucket is smaller is not the faster
+for it."""
+
 BUCKET_VIEW_WORTH = 0.8
 """ZeRO-1's parameters_as_bucket_view is named where its broadcasts would take under this share of the default's."""
 

@@ -310,9 +310,9 @@ def communication_section(group: pd.DataFrame, cluster: Cluster, *, sized: bool 
     said = (f'<p class="headline"><b>What {esc(cluster.name)}\'s network costs a step</b>, whatever computes it, '
             f"with {whose}: at {int(row.world_size)} GPUs on {int(row.nodes)} nodes DDP's all-reduces take {ddp}, "
             f"overlapping backward but for the last bucket's ({last.min():.3g} to {last.max():.3g} ms, after "
-            f"backward's last gradient: exposed on any GPU); ZeRO-1's broadcasts {row['ZeRO-1']:.4g} ms, after its "
-            f"optimizer, overlapping nothing{fsdp}. How much of the rest a step shows depends on the GPU's compute, "
-            f"which this run did not measure.{caveats}</p>")  # fmt: skip
+            f"backward's last gradient: {ranked.LAST_BUCKET_LEAST}); ZeRO-1's broadcasts {row['ZeRO-1']:.4g} ms, "
+            f"after its optimizer, overlapping nothing{fsdp}. How much of the rest a step shows depends on the GPU's "
+            f"compute, which this run did not measure.{caveats}</p>")  # fmt: skip
     caps = sorted(comm["bucket_cap_mb"].unique())
     heads = ["GPUs", "nodes", *(f"DDP's all-reduces at {cap:g} MiB (the last)" for cap in caps),
              "ZeRO-1's broadcasts", "FSDP2's all-gathers", "FSDP2's reduce-scatters"]  # fmt: skip

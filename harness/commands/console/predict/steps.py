@@ -163,7 +163,7 @@ def collectives_answer(
     import pandas as pd
 
     from harness.perfmodel.memory import mib_text
-    from harness.perfmodel.pick.ranked import communicated
+    from harness.perfmodel.pick.ranked import LAST_BUCKET_LEAST, communicated
 
     full = "full_size_mb" in frames[0]
     comm = communicated(pd.concat(frames, ignore_index=True), full=full)
@@ -173,7 +173,7 @@ def collectives_answer(
     caps = sorted(comm["bucket_cap_mb"].unique())
     legend = once(
         f"ms of each strategy's collectives with {whose}, NCCL's algorithms on the profile's bandwidths; "
-        "DDP's all-reduces overlap backward but for the last bucket's (in brackets: exposed on any GPU), "
+        f"DDP's all-reduces overlap backward but for the last bucket's (in brackets: {LAST_BUCKET_LEAST}), "
         "ZeRO-1's are DDP's and its broadcasts, after its optimizer, FSDP2's gathers and reduce-scatters "
         "overlap its blocks' compute"
     )  # several clusters: the first's, the others' 'as above'
