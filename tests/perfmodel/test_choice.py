@@ -734,7 +734,27 @@ def test_what_does_not_fit_in_fp32_activations_is_said_in_fp32():
     # an fp32 run's activations counted again in bf16 for a GPU that trains so (predict's trained_dtype): the dtype
     # the fit was judged in is said, with no advice to count bf16's
     judged = predictions.labelled(_state(rows).assign(dtype="fp32", activation_dtype="bf16", batch_size=1))
-    assert choice_table.table_rows(judged, frames, 80.0)[0][-1] == "stock, zero do not fit in bf16"
+    assert choice_table.table_rows(judged, frames, 80.0)[0][-1] == "stock, zero do not fit (activations in bf16)"
+
+
+def test_what_does_not_fit_names_what_overflows_most_in_each():
+    """A recommender's 23.8 GiB embedding at 16 GPUs read 'fsdp, stock, zero do not fit in bf16', nothing of why (and
+    'in bf16' of fp32 state): FSDP2 holds 95.4 GiB unsharded, ZeRO-1 47.7 GiB of Adam state whole on one rank (one
+    parameter it cannot split), stock its Adam state too. Each is named by the largest thing its rank holds; only the
+    activations are said to be in bf16."""
+    table = 23.8 * GIB
+    kinds = {"held_param_mb": [table / 16, table, table], "held_grad_mb": [table / 16, table, table],
+             "held_optimizer_state_mb": [table / 8, 2 * table, 2 * table], "floor_mb": [0.0, 2 * table, 0.0],
+             "unsharded_mb": [4 * table, 0.0, 0.0], "buckets_mb": [0.0, table, table]}  # fmt: skip
+    state = _state([("fsdp", 16, 101.0), ("zero", 16, 143.0), ("stock", 16, 143.0)]).assign(
+        dtype="fp32", activation_dtype="bf16", batch_size=256, **kinds
+    )
+    frames = [_frame(16, 5.0, 5.5).assign(fsdp_step_ms=5.4)]
+    (row,) = choice_table.table_rows(predictions.labelled(state), frames, 79.11)
+    assert row[1] == "none modelled fits" and row[-1] == (
+        "fsdp, stock, zero do not fit (fsdp 95.2 GiB held unsharded, stock 47.6 GiB of optimizer state, zero 47.6 GiB "
+        "of optimizer state whole on one rank; activations in bf16)"
+    )
 
 
 def test_a_tie_at_one_cap_says_the_cap_once_in_the_consoles_book_cell():

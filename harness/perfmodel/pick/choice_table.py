@@ -102,7 +102,7 @@ def noted_rows(state: pd.DataFrame, frames: list[pd.DataFrame], capacity_gib: fl
     for c in choices:
         at = state[state["world_size"] == c.world_size]
         cells, notes = _cells(c, without.get(c.world_size), optimizer_ms=optimizer_ms, step_ms=step_ms, batch=batch,
-                              tokens=tokens_a_step(state), counted_in=(judged_dtype(at), half_dtype(at)),
+                              tokens=tokens_a_step(state), counted_in=(judged_dtype(at), half_dtype(at), at),
                               errors=errors)  # fmt: skip
         if not c.picked and (words := batch_words(at, capacity_gib)):
             notes = [Note(words, words), *notes]
@@ -113,7 +113,7 @@ def noted_rows(state: pd.DataFrame, frames: list[pd.DataFrame], capacity_gib: fl
 
 
 def _cells(choice: Choice, without: Choice | None, *, optimizer_ms: float, step_ms: float, batch=None,
-           tokens: float | None = None, counted_in: tuple[str, str] = ("", "bf16"), errors=None) -> tuple:  # fmt: skip
+           tokens: float | None = None, counted_in: tuple = ("", "bf16"), errors=None) -> tuple:  # fmt: skip
     if not choice.picked:  # what the run never benched may fit: what a rank of theirs holds is unmeasured
         notes = [_unbenched_note(c, faster=False) for c in choice.unbenched]
         return (str(choice.world_size), "none modelled fits", "", "", "", ""), notes + _unfit(choice, counted_in)
@@ -182,7 +182,7 @@ def _bounded_note(c: Candidate, ends: tuple[str, str] = ("", "")) -> Note:
 
 
 def _notes(choice: Choice, without: Choice | None, *, optimizer_ms: float, step_ms: float,
-           counted_in: tuple[str, str] = ("", "bf16"), errors=None) -> list[Note]:  # fmt: skip
+           counted_in: tuple = ("", "bf16"), errors=None) -> list[Note]:  # fmt: skip
     """What the pick rests on, each a `Note`."""
     missed = f"a lead under {choice.apart:.0%} is within how far the step models missed this run's own steps"
     tie = missed if choice.apart else f"a lead under {agreement.SMALL_CAP_LEAD:.0%} is more than the model can tell"
@@ -220,21 +220,50 @@ def half_dtype(at: pd.DataFrame) -> str:
     return str(said.iloc[0]) if len(said) and said.iloc[0] else "bf16"
 
 
-def _unfit(choice: Choice, counted_in: tuple[str, str] = ("", "bf16")) -> list[Note]:
-    """'stock, zero do not fit', where any modelled one does not; 'in fp32' where the activations were counted so
-    (a CPU run's default; `counted_in`: that dtype, judged_dtype's, and the GPU's half precision, half_dtype's): a GPU
-    trains in bf16, whose activations differ (a walkthrough's 7B model read 'zero does not fit' at 143 GiB from fp32's
-    61 GiB of activations; benched in bf16 it fit at 134 and was the pick at 8 GPUs), a V100 in fp16 (dgx1-v100 read
-    'bf16's differ: bench --dtype bf16' of a GPU without bf16); 'in bf16' where predict counted them so for the GPU
-    (--dtype auto's there)."""
-    (dtype, half), unfit = counted_in, sorted(c.strategy for c in choice.others if not c.fits)
-    said = f"{', '.join(unfit)} do{'es' * (len(unfit) == 1)} not fit" + f" in {dtype}" * bool(dtype)
+def _unfit(choice: Choice, counted_in: tuple = ("", "bf16")) -> list[Note]:
+    """'stock, zero do not fit', where any modelled one does not, with what overflows most in each (`largest_held`, of
+    the state rows at its GPU count, counted_in's third); the activations' dtype where the fit turns on it
+    (`counted_in`: judged_dtype's and the GPU's half precision, half_dtype's): 'in fp32', a CPU run's default, which a
+    GPU trains in bf16, whose activations differ (a walkthrough's 7B model read 'zero does not fit' at 143 GiB from
+    fp32's 61 GiB of activations; benched in bf16 it fit at 134 and was the pick at 8 GPUs), a V100 in fp16 (dgx1-v100
+    read 'bf16's differ: bench --dtype bf16' of a GPU without bf16); 'in bf16' where predict counted them so for the
+    GPU (--dtype auto's there): the activations alone, the state held as the run held it."""
+    (dtype, half, *at), unfit = counted_in, sorted(c.strategy for c in choice.others if not c.fits)
     if not unfit:
         return []
-    if dtype != "fp32":
-        return [Note(said, said)]
-    why = f"the run's dtype, its activations counted so; {half}'s differ: {bench_in(half)} to count them"
-    return [Note(f"{said} ({why})", said, why)]
+    said = f"{', '.join(unfit)} do{'es' * (len(unfit) == 1)} not fit"
+    held = largest_held(at[0], unfit) if at else ""
+    why = f"activations in {dtype}" if dtype and dtype != "fp32" else ""
+    if dtype == "fp32":
+        said += " in fp32"
+        why = f"the run's dtype, its activations counted so; {half}'s differ: {bench_in(half)} to count them"
+    whole = "; ".join(part for part in (held, why) if part)
+    return [Note(f"{said} ({whole})" if whole else said, said, why, held)]
+
+
+def largest_held(at: pd.DataFrame, strategies: list[str]) -> str:
+    """'fsdp 95.4 GiB held unsharded, zero 47.7 GiB of optimizer state whole on one rank': the largest thing
+    each strategy's rank holds at its step's peak (its parameters, gradients, optimizer state, FSDP's unsharded
+    parameters and gradients, buckets, activations, optimizer temporaries), strategies alike said once; '' where the
+    rows do not tell the state by kind."""
+    from harness.perfmodel.memory import mib_text
+
+    words = {"held_param_mb": "of parameters", "held_grad_mb": "of gradients", "held_optimizer_state_mb":
+             "of optimizer state", "unsharded_mb": "held unsharded", "buckets_mb": "of gradient buckets",
+             "activation_mb": "of activations", "optimizer_temp_mb": "of the optimizer's temporaries"}  # fmt: skip
+    if "held_optimizer_state_mb" not in at:  # the state not told by kind: nothing to name
+        return ""
+    said: dict[str, list[str]] = {}
+    for strategy in strategies:
+        rows = at[at["strategy"] == strategy] if "strategy" in at else at.iloc[:0]
+        parts = {column: float(rows[column].max()) for column in words if column in rows and rows[column].notna().any()}
+        if not parts:
+            continue
+        column = max(parts, key=parts.get)
+        whole = column == "held_optimizer_state_mb" and 0 < float(rows["floor_mb"].max()) >= 0.95 * parts[column]
+        text = f"{mib_text(parts[column])} {words[column]}" + " whole on one rank" * whole
+        said.setdefault(text, []).append(strategy)
+    return ", ".join(f"{' and '.join(names)} {text}" for text, names in said.items())
 
 
 def _unbenched_note(c: Candidate, *, faster: bool, where: str = "") -> Note:
