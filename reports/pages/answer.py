@@ -41,6 +41,7 @@ from reports.pages.evidence import (
     too_few_text,
 )
 from reports.pages.html import HEADING_NAME, esc, name_html, shared_link, table
+from reports.pages.optimizer_lead import optimizer_lead
 from reports.pages.pooled import MISSING, ranked, run_confidence, value
 
 
@@ -355,8 +356,10 @@ def answer_section(run: RunData, workloads: list[str]) -> str:
             world, verdicts = int(group["world_size"].iloc[0]), run.recommendations  # the caps' verdicts, then all
             caps, said = alerts.cap_verdicts(verdicts, workload=workload, world=world, explain=not explained)
             explained |= said  # the buckets' why, once a page
-            parts += [f"<p class=headline>{headline(group)}</p>", caps, world_table(group, verdicts, workload=workload)]
-            leaders.update(one_layout_pooled(group).loc[lambda rows: ~rows["is_floor"], "impl"].head(1))
+            contenders = one_layout_pooled(group).loc[lambda rows: ~rows["is_floor"]]
+            parts += [f"<p class=headline>{headline(group)}{optimizer_lead(contenders, reference, run)}</p>", caps,
+                      world_table(group, verdicts, workload=workload)]  # fmt: skip
+            leaders.update(contenders["impl"].head(1))
             parts.append(alerts.answer_below_floor(one_layout_pooled(group)) + alerts.late_note(group))  # as ranked
     if len(parts) == 2:
         parts.append("<p>No configuration of this run was measured: nothing to rank.</p>")
