@@ -11,6 +11,7 @@ import contextlib
 import dataclasses
 import functools
 import os
+import shlex
 import shutil
 import signal
 import time
@@ -265,7 +266,9 @@ def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
 def _verdicts(config: BenchConfig, plan):
     """The run's end: its rows read once, the cap recommendations written, the verdicts and sentences said;
     the rows returned."""
+    from harness.analysis import optimizer_lead
     from harness.analysis.verdicts import decide, sweep
+    from harness.commands.console import invoked
     from harness.results import store
 
     shutil.rmtree(RunFolder(plan.run).cached(""), ignore_errors=True)  # the run is over: nothing reuses its cache
@@ -274,10 +277,15 @@ def _verdicts(config: BenchConfig, plan):
     recommended = sweep.write_run_recommendations(plan.run, confidence=confidence, configs=configs)  # a cap sweep's
     if not recommended.empty:
         console.recommendations(recommended, verdicts_said=config.repeats == AUTO)
+    steps = store.read_steps(plan.run)
     if config.repeats != AUTO:  # (auto said every verdict in its last round)
-        found = decide.verdicts(configs, store.read_steps(plan.run), confidence=confidence)
+        found = decide.verdicts(configs, steps, confidence=confidence)
         console.strategy_verdicts([v for v in found if v.kind == decide.STRATEGY])
         rounds.to_decide_fixed(found, repeats=config.repeats, max_repeats=config.max_repeats)
+    if lead := optimizer_lead.cpu_verdict_words(configs, steps, confidence=confidence):  # a CPU optimizer's lead
+        where = shlex.join(["--run", plan.run.name, "--results", str(plan.run.parent)])
+        command = f"`{invoked.ddpbench_command()} predict {where} --cluster NAME --local-step-ms MS`"
+        console.say(f"ddpbench: on this CPU, {lead}: {optimizer_lead.GPU_ANSWER.format(command=command)}")
     console.why_slower(_why_lines(configs))
     console.drifting(_drift_lines(configs))
     return configs

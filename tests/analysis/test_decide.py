@@ -449,3 +449,26 @@ def test_under_auto_the_bucket_caps_block_adds_only_what_the_last_word_did_not_s
         assert caps.startswith(f"  w2 gpt2/tiny stock: {'fastest' if decided else 'leading so far'} 1 MiB: "
                                f"{row['best_step_ms']:.2f} ms, its step's 95% CI ")  # fmt: skip
         assert ("use bucket_cap_mb" in caps) is False and (sweep.versus_reference(row) in caps) is decided
+
+
+def test_a_sharded_lead_on_a_cpus_optimizer_step_is_said_after_the_verdicts():
+    """A recommender's CPU run said 'zero bucket_cap_mb=25 vs stock bucket_cap_mb=25: … 2.19× faster' where Adam was
+    most of the step and predict ranked ZeRO behind stock on an H100 cluster. Where a sharding strategy's lead over
+    stock is mostly its optimizer step, in the steps' own phase columns, one line after the verdicts says so on a CPU
+    run; not on a GPU run, nor where the lead is elsewhere."""
+    from harness.analysis import optimizer_lead
+
+    stock, stock_steps = rows({25.0: 1100.0}, repeats=3)
+    zero, zero_steps = rows({25.0: 550.0}, repeats=3, impl="zero")
+    steps = pd.concat([stock_steps.assign(optimizer_ms=stock_steps["step_ms"] * 0.67),
+                       zero_steps.assign(optimizer_ms=zero_steps["step_ms"] * 0.52)])  # fmt: skip
+    configs = with_medians(pd.concat([stock, zero]), steps).assign(device="cpu")
+    said = optimizer_lead.cpu_verdict_words(configs, steps, confidence=CONFIDENCE)
+    lead = (1100 * 0.67 - 550 * 0.52) / 550
+    assert said.startswith(
+        f"w2 gpt2/tiny zero bucket_cap_mb=25 vs stock bucket_cap_mb=25: {lead:.0%} of its lead over stock "
+        "bucket_cap_mb=25 is the optimizer step (7"  # its slowest rank's mean: about 1,100 × 0.67 ms
+    ) and said.endswith(" ms, 67% of stock bucket_cap_mb=25's step)"), said
+    assert optimizer_lead.cpu_verdict_words(configs.assign(device="cuda"), steps, confidence=CONFIDENCE) == ""
+    elsewhere = steps.assign(optimizer_ms=steps["step_ms"] * 0.1)  # the optimizer a tenth of each: the lead is not it
+    assert optimizer_lead.cpu_verdict_words(configs, elsewhere, confidence=CONFIDENCE) == ""

@@ -375,6 +375,7 @@ def test_a_sharded_leads_resting_on_a_cpus_optimizer_step_is_said_beside_the_hea
     82 % of the step and predict ranked ZeRO 15 % behind stock on an H100 cluster: where a sharding strategy's lead
     over stock is mostly its optimizer step, in the run's own phase means, on a CPU run, the headline says so and
     what gives a GPU's answer; not on a GPU run, nor where the lead is not the optimizer's."""
+    import html
     import types
 
     from reports.pages.optimizer_lead import optimizer_lead
@@ -385,7 +386,7 @@ def test_a_sharded_leads_resting_on_a_cpus_optimizer_step_is_said_beside_the_hea
     phases = pd.DataFrame({"config_id": ["z0", "z1", "s0"], "step_ms": [500.0, 600.0, 1120.0],
                            "optimizer_ms": [280.0, 300.0, 750.0]})  # fmt: skip
     run = types.SimpleNamespace(configs=pd.DataFrame({"device": ["cpu"]}), phases=phases, meta={"run_id": "dlrm1"})
-    said = optimizer_lead(contenders, stock, run)
+    said = html.unescape(optimizer_lead(contenders, stock, run))
     assert said == (" On this CPU 81% of its lead over stock is the optimizer step (750 → 290 ms, 67% of stock's "
                     "step): a GPU's optimizer takes another share, so <code>ddpbench predict --run dlrm1 --cluster "
                     "NAME --local-step-ms MS</code> gives a GPU's answer.")  # fmt: skip
