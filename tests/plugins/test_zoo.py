@@ -295,6 +295,12 @@ class NoParameters(Explodes):
         return nn.ReLU()
 
 
+class TupleLoss(Explodes):
+    def loss(self, model, batch):
+        out = model(batch)
+        return out.square().mean(), out
+
+
 def factory():
     return Sized(width=3)
 
@@ -454,12 +460,13 @@ def test_a_module_found_nowhere_is_refused_before_torch_is_imported(tmp_path, mo
     ("name", "said"),
     [
         ("Missing", "models.py defines no 'Missing' (it defines: Explodes, NoLoss, NoParameters, OwnSize, Sized, "
-                    "factory)"),
+                    "TupleLoss, factory)"),
         ("NoLoss", "models.py:NoLoss lacks loss (a workload defines build_model(), make_batch(batch_size, *, device, "
                    "generator), loss(model, batch))"),
         ("NOT_CALLABLE", "models.py:NOT_CALLABLE is not a class or a factory (it is a int)"),
         ("NoParameters", "models.py:NoParameters.build_model() returns a ReLU with no parameter that requires a "
                          "gradient: data parallelism has nothing to train or synchronise"),  # once StopIteration
+        ("TupleLoss", "models.py:TupleLoss.loss() returned a tuple, not a scalar tensor"),  # once every row failed
     ],
 )  # fmt: skip
 def test_a_user_file_without_a_workload_is_one_line_naming_the_file(capsys, tmp_path, user_file, name, said):

@@ -175,6 +175,28 @@ def _check_trainable(workload: UserWorkload, shown: str) -> None:
     if not trainable:
         raise ConfigError(f"{shown}.build_model() returns a {type(model).__name__} with no parameter that requires "
                           f"a gradient: data parallelism has nothing to train or synchronise")  # fmt: skip
+    _check_loss(workload, model, shown)
+
+
+def _check_loss(workload: UserWorkload, model: Any, shown: str) -> None:
+    """A `loss()` that returns no scalar (`(loss, logits)`, a loss per sample) is refused before any rank runs it:
+    every configuration's backward would fail on it. A batch of 2 made on the CPU, the loss taken on the meta
+    device (no memory); a batch or forward that fails there is left to the ranks, as the build's is."""
+    import torch
+    from torch.utils._pytree import tree_map
+
+    try:
+        generator = torch.Generator().manual_seed(0)
+        batch = workload.make_batch(2, device=torch.device("cpu"), generator=generator)
+        batch = tree_map(lambda x: x.to("meta") if isinstance(x, torch.Tensor) else x, batch)
+        loss = workload.loss(model, batch)
+    except Exception:
+        return
+    if not isinstance(loss, torch.Tensor):
+        raise ConfigError(f"{shown}.loss() returned a {type(loss).__name__}, not a scalar tensor")
+    if loss.numel() != 1:
+        raise ConfigError(f"{shown}.loss() returned a tensor of shape {tuple(loss.shape)}, not a scalar tensor "
+                          f"(a mean over the batch)")  # fmt: skip
 
 
 def wrap(user: Any, shown: str, *, size: str) -> UserWorkload:
