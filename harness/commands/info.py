@@ -164,7 +164,10 @@ def _describe_workload(name: str, counts: dict, options: dict, inputs: dict | No
     one = not yours and len(counts) > 1 and len(set(counts.values())) == 1 and not isinstance(counts["full"], str)
     if one:  # the --wopt given fix every size's shape: one model, said once, --size only its input
         alike = len(set(inputs.values())) <= 1  # none said (a registered model's) or one for all
-        every = " at every --size (the --wopt given fix its shape)"
+        why = (
+            "the --wopt given fix its shape" if options else "no larger than tiny's: a size scales your file down only"
+        )
+        every = f" at every --size ({why})"
         _say_count("", counts["full"], every + (inputs.get("full", "") if alike else ""))
         if not alike:
             each = ", ".join(f"{size} {text.removeprefix(', ')}" for size, text in inputs.items())

@@ -228,11 +228,11 @@ def test_list_says_each_sizes_input_beside_its_parameters(capsys):
 def test_list_says_where_the_full_sizes_sequence_is_shorter_than_the_configurations_positions(capsys, tmp_path):
     """A walkthrough's config.json of 2,048 positions listed 'full … sequence 1024' without saying why, and its user
     trained at 2,048: full's sequence stops at 1024 (a model's positions are the longest it takes, not the one it
-    trains at), and list says the positions and the option that sets the sequence."""
+    trains at), and list says the positions and the option that sets the sequence. (Wider than tiny's: three sizes.)"""
     import json
 
     config = tmp_path / "config.json"
-    config.write_text(json.dumps({"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 1,
+    config.write_text(json.dumps({"model_type": "llama", "hidden_size": 128, "num_hidden_layers": 1,
                                   "num_attention_heads": 2, "intermediate_size": 128, "vocab_size": 256,
                                   "max_position_embeddings": 2048}))  # fmt: skip
     assert cli.main(["list", f"hf:{config}"]) == 0

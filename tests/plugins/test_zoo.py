@@ -142,6 +142,15 @@ def test_a_users_transformers_config_file_is_built_as_it_says(tmp_path):
     assert (source.name, source.path, len(source.sha256)) == ("hf:my-model/config.json", str(config), 64)
     full = source.create(size="full", options={})
     assert (full.config().n_layer, full.config().vocab_size, full.task, full.seq) == (3, 300, "causal_lm", 64)
+    small, tiny = (source.create(size=size, options={}) for size in ("small", "tiny"))  # a size scales it down only
+    assert (small.config().n_layer, small.config().n_embd, small.config().vocab_size, small.seq) == (3, 48, 300, 64)
+    assert (tiny.config().n_layer, tiny.config().n_embd, tiny.config().n_head, tiny.seq) == (2, 48, 3, 32)
+    large = tmp_path / "large.json"  # a file larger than small: scaled to it, the heads with the width
+    large.write_text('{"model_type": "llama", "hidden_size": 4096, "num_attention_heads": 32, '
+                     '"num_key_value_heads": 8, "head_dim": 128, "num_hidden_layers": 2}')  # fmt: skip
+    built = workloads.resolve(f"hf:{large}").create(size="small", options={}).config()
+    assert (built.hidden_size, built.num_attention_heads, built.num_key_value_heads, built.head_dim) == (256, 4, 4, 64)
+    assert built.num_hidden_layers == 2
 
 
 def test_a_config_files_torch_dtype_is_said_ignored_once_and_the_model_built_fp32(capsys, tmp_path):
@@ -159,7 +168,8 @@ def test_a_config_files_torch_dtype_is_said_ignored_once_and_the_model_built_fp3
     ignored = "config.json's torch_dtype bfloat16 ignored: parameters fp32, --dtype picks the compute"
     assert cli.main(["list", f"hf:{config}"]) == 0
     out = capsys.readouterr().out
-    assert out.count(ignored) == 1 and "bf16" not in out and out.count(" of fp32 gradients a step") == 3
+    assert out.count(ignored) == 1 and "bf16" not in out and out.count(" of fp32 gradients a step") == 1
+    assert "at every --size (no larger than tiny's: a size scales your file down only)" in out  # once 3 sizes
     results = tmp_path / "r"
     assert cli.main(["bench", "--dry-run", "--workloads", f"hf:{config}", "--results", str(results)]) == 0
     out = capsys.readouterr().out

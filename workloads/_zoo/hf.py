@@ -6,8 +6,9 @@ classification; a configuration file's `architectures` decides first; `--wopt ta
 `full` is the configuration as it is (MODEL_TYPE: transformers' defaults, e.g. llama's 7B) at sequence FULL_SEQ,
 or its max_position_embeddings where shorter (the longest sequence a model takes, not the one it trains at: 131,072
 for Llama 3.1); `tiny` and `small` scale its standard fields down for the CPU (SCALES): layers, hidden size, heads
-(as many key/value heads), intermediate size, vocabulary and the sequence. Dropout is 0 so a step is
-deterministic (parity compares exactly); the key/value cache is off. The parameters are fp32 whatever the
+(as many key/value heads), intermediate size, vocabulary and the sequence; a configuration file's only down (a field
+it sets smaller stays). Dropout is 0 so a step is deterministic (parity compares exactly); the key/value cache is
+off. The parameters are fp32 whatever the
 configuration's torch_dtype says (`--dtype` picks the compute). Options (`--wopt`) set any field
 of the configuration after the scaling (`num_hidden_layers=4`), and `seq_len`, `task`.
 FSDP's blocks are the model's own `_no_split_modules`; `tokens_per_sample` is the sequence length
@@ -133,6 +134,9 @@ class HFModel(WorkloadDefaults):
         self.batch_size = scale.batch_size if scale else FULL_BATCH
         self._seq_option = self.options.pop("seq_len", None)
         self._seq = self._seq_option or (scale.seq if scale else None)
+        positions = _file_positions(fields) if file and scale and not self._seq_option else None
+        if is_count(positions) and positions < scale.seq:
+            self._seq = positions  # a file's own positions: a size scales it down only
 
     @functools.cached_property
     def settings(self):
@@ -147,7 +151,7 @@ class HFModel(WorkloadDefaults):
         config = AutoConfig.for_model(fields.pop("model_type"), **fields)
         for part in _parts(config):  # a composite's own fields and its parts' (CLIP's text and vision models)
             if self.size in SCALES:
-                _scale(part, SCALES[self.size], self.task)
+                _scale(part, SCALES[self.size], self.task, down_only=self.file is not None)
             _quiet(part)
         if self._seq:
             _set_if_smaller(config, "max_position_embeddings", int(self._seq))
@@ -318,22 +322,46 @@ def _parts(config) -> list:
     return [config, *(value for value in vars(config).values() if isinstance(value, PretrainedConfig))]
 
 
-def _scale(config, scale: Scale, task: str) -> None:
-    """The standard fields of `config` set to `scale` where it has them (heads' sizes following)."""
+def _scale(config, scale: Scale, task: str, *, down_only: bool = False) -> None:
+    """The standard fields of `config` set to `scale` where it has them (heads' sizes following). `down_only` (a
+    configuration file of the user's): a field only where the scale is smaller than the file's, and the heads and
+    the image's patch only with the width and the side they divide (a small file stays as small as it is)."""
     wanted = {"layers": scale.layers, "hidden": scale.hidden, "heads": scale.heads, "intermediate": scale.intermediate,
               "vocab": scale.vocab, "seq": scale.seq}  # fmt: skip
     if task == "image_classification":
         wanted.update(image_size=scale.image_size, patch_size=scale.patch_size)
+    if down_only:
+        for standard, follows in (("hidden", "heads"), ("image_size", "patch_size")):
+            if standard in wanted and not _larger(config, standard, wanted[standard]):
+                del wanted[standard], wanted[follows]
     for standard, value in wanted.items():
         for field in FIELDS[standard]:
-            if _has_field(config, field) and getattr(config, field, None) is not None:
+            down = not down_only or standard in ("heads", "patch_size") or _larger(config, field, value)
+            if _has_field(config, field) and getattr(config, field, None) is not None and down:
                 setattr(config, field, value)
     for field in ("head_dim", "d_kv"):  # a head's width, where the configuration keeps it apart
-        if getattr(config, field, None) is not None:
+        if getattr(config, field, None) is not None and "hidden" in wanted:
             setattr(config, field, scale.hidden // scale.heads)
+    vocab = getattr(config, "vocab_size", None) if down_only else scale.vocab
     for field, value in vars(config).items():  # token ids the smaller vocabulary no longer has
-        if field.endswith("token_id") and isinstance(value, int) and value >= scale.vocab:
-            setattr(config, field, scale.vocab - 1)
+        if field.endswith("token_id") and isinstance(value, int) and is_count(vocab) and value >= vocab:
+            setattr(config, field, vocab - 1)
+
+
+def _file_positions(fields: dict[str, Any]) -> Any:
+    """The positions a configuration file gives, by its model's own name for them (gpt2's n_positions)."""
+    from transformers import CONFIG_MAPPING
+
+    own = getattr(CONFIG_MAPPING[fields["model_type"]], "attribute_map", {}).get("max_position_embeddings")
+    return fields.get("max_position_embeddings", fields.get(own) if own else None)
+
+
+def _larger(config, standard_or_field: str, value: int) -> bool:
+    """Whether the configuration's field (or any field of a standard one) is larger than `value`."""
+    fields = FIELDS.get(standard_or_field, (standard_or_field,))
+    return any(
+        is_count(getattr(config, f, None)) and getattr(config, f) > value for f in fields if _has_field(config, f)
+    )
 
 
 def _quiet(config) -> None:
