@@ -67,7 +67,7 @@ def error_line(exc: BaseException) -> str:
     cause): not indented, with a word in it. A message that ends in a module's repr (FSDP's 'does not support
     containers …: ModuleDict(' then the repr's lines and ')') is named by its sentence, not by ')'."""
     if UNUSED_PARAMETERS in str(exc):
-        return f"{type(exc).__name__}: {_unused_parameters(str(exc))}"
+        return f"{type(exc).__name__}: {_unused_parameters(str(exc), getattr(exc, '__notes__', []))}"
     lines = [line for line in str(exc).splitlines() if line.strip()]
     saying = [line for line in lines if not line[0].isspace() and re.search(r"[A-Za-z]{3}", line)]
     return f"{type(exc).__name__}: {(saying or lines)[-1].strip()}" if lines else type(exc).__name__
@@ -77,8 +77,31 @@ UNUSED_PARAMETERS = "parameters that were not used in producing loss"
 """DDP's error when some parameters got no gradient; its last line only says how to get a longer error."""
 
 
-def _unused_parameters(text: str) -> str:
+UNUSED_NAMED = "the parameters the loss did not use: "
+"""The note `name_unused` adds to DDP's error, naming them."""
+NAMED_AT_MOST = 4
+
+
+def name_unused(exc: BaseException, names: list[str]) -> None:
+    """DDP's unused-parameter error gives indices into the parameters it trains (`names`: the model's
+    named_parameters that require a gradient, in order, as DDP lists them): their names, added as a note that the
+    traceback shows and `error_line` says. Nothing where the error is another or gives no index."""
+    indices = re.search(r"did not receive grad for rank \d+: ([\d ]+)", str(exc))
+    if UNUSED_PARAMETERS not in str(exc) or not indices:
+        return
+    named = [names[int(i)] for i in indices.group(1).split() if int(i) < len(names)]
+    if named:
+        exc.add_note(UNUSED_NAMED + ", ".join(named))
+
+
+def _unused_parameters(text: str, notes: list[str]) -> str:
+    named = next((note.removeprefix(UNUSED_NAMED).split(", ") for note in notes if note.startswith(UNUSED_NAMED)), [])
     indices = re.search(r"did not receive grad for rank \d+: ([\d ]+)", text)
-    which = f" (indices {indices.group(1).strip()} of model.parameters())" if indices else ""
+    if named:
+        shown = named if len(named) <= NAMED_AT_MOST else named[: NAMED_AT_MOST - 1]
+        more = f" and {len(named) - len(shown)} more" if len(shown) < len(named) else ""
+        which = f" ({', '.join(shown)}{more})"
+    else:
+        which = f" (indices {indices.group(1).strip()} of model.parameters())" if indices else ""
     return (f"DDP: the loss did not use some of the model's parameters{which}; "
             f"--opt find_unused_parameters=true lets DDP run such a model")  # fmt: skip

@@ -22,7 +22,7 @@ from harness.comm_timeline import CommTimeline
 from harness.config.grid import Configuration
 from harness.handoff import costs, faults
 from harness.handoff.progress import StepProgress
-from harness.handoff.rank_result import RankResult
+from harness.handoff.rank_result import RankResult, name_unused
 from harness.measure.memory import MemorySampler, held_as_row, held_bytes, peaks_as_row
 from harness.measure.timing import make_step_timer
 from harness.measure.training import (
@@ -77,6 +77,8 @@ class Built:
     strategy: Any
     optimizer: torch.optim.Optimizer
     scaler: torch.amp.GradScaler | None = None  # fp16's
+    trained_names: list[str] = dataclasses.field(default_factory=list)
+    """The unwrapped model's parameters that train, by name, in DDP's order (its errors give their indices)."""
 
     def parts(self) -> dict[str, Any]:
         return {"model": self.model, "workload": self.workload, "strategy": self.strategy, "optimizer": self.optimizer,
@@ -149,8 +151,12 @@ def _build_and_train(cfg, session, strategy, workload, *, run: Path, watch: Rank
         # others' wait rather than cancelling out against a baseline slowed the same way.
         slowed = any(fault.kind == "slow" for fault in watch.injected) and not impls.roles(cfg.impl)["baseline"]
         snapshot = _snapshot_in_warmup(cfg, session, built, run=run) if _judged_early(cfg, session) else None
-        trained = train(cfg, session, watch=watch, slowed=slowed, progress=progress, timeline=timeline,
-                        sampler=sampler, after_step=snapshot, **built.parts())  # fmt: skip
+        try:
+            trained = train(cfg, session, watch=watch, slowed=slowed, progress=progress, timeline=timeline,
+                            sampler=sampler, after_step=snapshot, **built.parts())  # fmt: skip
+        except RuntimeError as exc:  # DDP's unused parameters, by index: named
+            name_unused(exc, built.trained_names)
+            raise
         watch.clock.lap_training(trained.steps)
         timeline.end()
         memory.update(held_as_row(trained.held))
@@ -168,12 +174,14 @@ def _build(cfg: Configuration, session: Session, strategy, workload) -> tuple[Bu
     """The model (from this rank's own seed: `wrap` must make rank 0's weights win), wrapped, and its
     optimizer; the timeline attached before `wrap` (DDP's hook), or why it is not."""
     model = build_model(workload, seed=cfg.seed + session.rank, device=session.device)
+    names = [name for name, parameter in model.named_parameters() if parameter.requires_grad]
     timeline = CommTimeline(session.device)
     comm_note = attach_timeline(strategy, timeline, asked=cfg.bucket_timeline)
     model = strategy.wrap(model)
     optimizer_cls, learning_rate = OPTIMIZERS[cfg.optimizer]
     optimizer = strategy.make_optimizer(model.parameters(), optimizer_cls, lr=learning_rate)
-    return Built(model, workload, strategy, optimizer, grad_scaler(cfg.dtype, session.device)), timeline, comm_note
+    scaler = grad_scaler(cfg.dtype, session.device)
+    return Built(model, workload, strategy, optimizer, scaler, trained_names=names), timeline, comm_note
 
 
 GLOO_ON_CUDA = (

@@ -7,7 +7,7 @@ import pytest
 
 from harness.config.grid import Configuration
 from harness.handoff import records
-from harness.handoff.rank_result import ParityVerdict, RankResult, error_line
+from harness.handoff.rank_result import ParityVerdict, RankResult, error_line, name_unused
 from harness.results import store
 
 CONTEXT = {
@@ -157,6 +157,18 @@ def test_error_line_keeps_the_type_and_the_last_line():
         "RuntimeError: DDP: the loss did not use some of the model's parameters (indices 37 38 "
         "of model.parameters()); --opt find_unused_parameters=true lets DDP run such a model"
     )
+    names = [f"layer{i}.weight" for i in range(40)]
+    name_unused(ddp, names)  # as the rank does, from the model's named parameters that train
+    assert error_line(ddp) == (
+        "RuntimeError: DDP: the loss did not use some of the model's parameters (layer37.weight, layer38.weight); "
+        "--opt find_unused_parameters=true lets DDP run such a model"
+    )
+    many = RuntimeError(f"{UNUSED}\nParameter indices which did not receive grad for rank 1: 0 1 2 3 4 5")
+    name_unused(many, names)
+    assert "parameters (layer0.weight, layer1.weight, layer2.weight and 3 more); --opt" in error_line(many)
+
+
+UNUSED = "This error indicates that your module has parameters that were not used in producing loss."
 
 
 def test_model_metadata_turns_throughput_into_tokens_and_flops_per_second():

@@ -423,6 +423,34 @@ def test_a_user_forward_that_raises_leaves_its_own_traceback_for_the_failed_row(
     assert store.read_configs(tmp_path).empty  # the launcher records the failed row, and the run goes on
 
 
+def test_ddps_unused_parameters_are_named_not_given_by_index(tmp_path, single_rank):
+    """A DLRM file with an embedding its forward never used failed with '(indices 3 of model.parameters())': the
+    rank names them from the model's parameters that train (a frozen one before them shifts no index)."""
+    unused = tmp_path / "unused.py"
+    unused.write_text(USER_FILE + textwrap.dedent("""
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.frozen, self.used = nn.Linear(4, 4).requires_grad_(False), nn.Linear(4, 2)
+                self.spare = nn.Embedding(10, 2)
+
+            def forward(self, x):
+                return self.used(self.frozen(x))
+
+
+        class Unused(Sized):
+            def build_model(self):
+                return Net()
+        """))  # fmt: skip
+    config = BenchConfig(gpus=1, impls=("stock",), workloads=(f"{unused}:Unused",), size="tiny", steps=2, warmup=0,
+                         baseline=False, workload_options=(("width", ("4",)),))  # fmt: skip
+    configurations = expand(config, device="cpu")
+    with pytest.raises(RuntimeError):
+        worker.run_configurations(plan_for(tmp_path, configurations), single_rank)
+    [failure] = faults.read_rank_failures(tmp_path, configurations[0].config_id)
+    assert "the model's parameters (spare.weight); --opt find_unused_parameters=true" in failure["error"]
+
+
 @pytest.mark.parametrize(
     ("spec", "said"),
     [
