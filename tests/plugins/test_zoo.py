@@ -311,6 +311,12 @@ class TupleLoss(Explodes):
         return out.square().mean(), out
 
 
+class Plain(nn.Module):  # a model, which a workload's build_model() returns
+    def __init__(self, width):
+        super().__init__()
+        self.layer = nn.Linear(width, 2)
+
+
 def factory():
     return Sized(width=3)
 
@@ -341,7 +347,10 @@ def test_a_user_class_may_take_an_option_named_size(user_file, capsys):
 
     assert workloads.create(f"{user_file}:OwnSize", size="tiny", options={"size": 7}).build_model().in_features == 7
     assert cli.main(["list", f"{user_file}:OwnSize", "--wopt", "size=7"]) == 0
-    assert "16 parameters" in capsys.readouterr().out  # Linear(7, 2)
+    out = capsys.readouterr().out
+    assert "16 parameters" in out and "  --wopt: its keyword arguments, size=3 (docs/your-model.md)\n" in out
+    assert cli.main(["list", f"{user_file}:Sized", "--wopt", "width=7"]) == 0
+    assert "  --wopt: its keyword arguments, width (required) (docs/your-model.md)\n" in capsys.readouterr().out
 
 
 def test_the_example_file_runs_as_a_workload_from_any_folder(tmp_path, monkeypatch):
@@ -505,6 +514,11 @@ def test_a_module_found_nowhere_is_refused_before_torch_is_imported(tmp_path, mo
         ("NoParameters", "models.py:NoParameters.build_model() returns a ReLU with no parameter that requires a "
                          "gradient: data parallelism has nothing to train or synchronise"),  # once StopIteration
         ("TupleLoss", "models.py:TupleLoss.loss() returned a tuple, not a scalar tensor"),  # once every row failed
+        ("Plain", "models.py:Plain is an nn.Module (a model), not a workload: name the class whose build_model() "
+                  "returns it (models.py defines: Explodes, NoLoss, NoParameters, OwnSize, Sized, TupleLoss, factory; "
+                  "a workload defines build_model(), "),  # once 'missing 1 required positional argument: 'width''
+        ("Sized", "models.py:Sized() cannot be built: TypeError: Sized.__init__() missing 1 required positional "
+                  "argument: 'width'; give it with --wopt width=N\n"),
     ],
 )  # fmt: skip
 def test_a_user_file_without_a_workload_is_one_line_naming_the_file(capsys, tmp_path, user_file, name, said):

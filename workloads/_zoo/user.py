@@ -47,7 +47,8 @@ def source(left: str, name: str) -> Source:
                                                         size=size),
                     path=str(origin) if origin else None, sha256=file_hash(origin) if origin else None,
                     check_options=lambda options: _check_keywords(maker, options, f"{shown}:{name}"),
-                    check_workload=lambda workload: _check_trainable(workload, f"{shown}:{name}"))  # fmt: skip
+                    check_workload=lambda workload: _check_trainable(workload, f"{shown}:{name}"),
+                    options_said=f"its keyword arguments, {', '.join(keyword_arguments(maker)) or 'none'}")  # fmt: skip
     if _takes_no_arguments(maker):  # else its options come with the run, and `create` checks it then
         wrap(make(maker, {}, source.name), source.name, size="tiny")
     return source
@@ -94,14 +95,25 @@ def load_module(name: str) -> Any:
 
 
 def _defined(module: Any, name: str, shown: str) -> Any:
+    public = sorted(n for n, v in vars(module).items() if not n.startswith("_") and callable(v)
+                    and getattr(v, "__module__", None) == module.__name__ and not _is_model(v))  # fmt: skip
     if not hasattr(module, name):
-        public = sorted(n for n, v in vars(module).items() if not n.startswith("_") and callable(v)
-                        and getattr(v, "__module__", None) == module.__name__)  # fmt: skip
         raise ConfigError(f"{shown} defines no {name!r} (it defines: {', '.join(public) or 'nothing callable'})")
     value = getattr(module, name)
     if not callable(value):
         raise ConfigError(f"{shown}:{name} is not a class or a factory (it is a {type(value).__name__})")
+    if _is_model(value):  # the model itself, whose constructor's arguments are no workload's
+        raise ConfigError(f"{shown}:{name} is an nn.Module (a model), not a workload: name the class whose "
+                          f"build_model() returns it ({shown} defines: {', '.join(public) or 'none'}; a workload "
+                          f"defines {FORM})")  # fmt: skip
     return value
+
+
+def _is_model(value: Any) -> bool:
+    """A torch module's class without a workload's methods (`Net`, beside the `DLRM` that builds it)."""
+    torch = sys.modules.get("torch")  # a file that never imported torch defines no module
+    is_module = torch is not None and inspect.isclass(value) and issubclass(value, torch.nn.Module)
+    return is_module and not all(callable(getattr(value, m, None)) for m in REQUIRED)
 
 
 def make(maker: Any, options: dict[str, Any], shown: str) -> Any:
@@ -109,7 +121,36 @@ def make(maker: Any, options: dict[str, Any], shown: str) -> Any:
     try:
         return maker(**options)
     except TypeError as exc:
-        raise ConfigError(f"{shown}({_arguments(options)}) cannot be built: {_one_line(exc)}") from None
+        needed = [f"--wopt {key}={_placeholder(kind)}" for key, kind in _required(maker, options).items()]
+        give = f"; give {'it' if len(needed) == 1 else 'them'} with {' '.join(needed)}" if needed else ""
+        raise ConfigError(f"{shown}({_arguments(options)}) cannot be built: {_one_line(exc)}{give}") from None
+
+
+def _required(maker: Any, options: dict[str, Any]) -> dict[str, Any]:
+    """The keyword arguments `maker` requires that `options` do not give, each with its annotation."""
+    try:
+        parameters = inspect.signature(maker).parameters.values()
+    except (TypeError, ValueError):
+        return {}
+    keywords = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    return {p.name: p.annotation for p in parameters
+            if p.default is p.empty and p.kind in keywords and p.name not in options}  # fmt: skip
+
+
+def _placeholder(annotation: Any) -> str:
+    return {int: "N", "int": "N", float: "X", "float": "X"}.get(annotation, "VALUE")
+
+
+def keyword_arguments(maker: Any) -> list[str]:
+    """The keyword arguments a class or factory takes (its `--wopt` options) with their defaults, those it requires
+    marked so: what `list` says of them."""
+    try:
+        parameters = inspect.signature(maker).parameters.values()
+    except (TypeError, ValueError):
+        return []
+    keywords = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    return [f"{p.name}={p.default!r}" if p.default is not p.empty else f"{p.name} (required)"
+            for p in parameters if p.kind in keywords]  # fmt: skip
 
 
 def _takes_no_arguments(maker: Any) -> bool:
