@@ -120,6 +120,35 @@ def test_without_an_earlier_run_of_as_many_gpus_the_fixed_cost_is_said_not_count
     assert capsys.readouterr().out.startswith("ddpbench: at least 37 s of steps (the configuration")
 
 
+def test_a_step_is_floored_by_its_memory_traffic_where_that_takes_longer_than_its_flops(capsys, monkeypatch, tmp_path):
+    """A DLRM file's dry run said 'at least 0.8 s of steps' by FLOPs for steps that took 174 s: its 13.6M parameters
+    (an embedding table, 1 MFLOP a sample) step Adam over dense gradients. Each step writes every gradient (4 B a
+    parameter) and the optimizer moves 12 B (SGD) or 28 B (Adam) a parameter, a sharding strategy's rank its share:
+    at a copy of 10^4 B/s, where the FLOPs are free, that is the floor, and said to be."""
+    from harness.commands.console import forecast
+    from harness.measure import meta_counts, pace
+
+    copied = pace.cpu_copy_bytes_per_s(1, 2**20)  # a real core's copy: some hundreds of MB/s at the least
+    monkeypatch.setattr(pace, "cpu_flops_per_s", lambda threads, dtype="fp32": 1e15)
+    monkeypatch.setattr(pace, "cpu_copy_bytes_per_s", lambda threads, nbytes: 1e4)
+    monkeypatch.setattr(forecast, "available_cpus", lambda: 2)
+    trained = meta_counts.parameters("mlp", "tiny").trained
+    stock, zero = planned("stock", 2), dataclasses.replace(planned("zero", 2), optimizer="adam")
+    assert pace.step_bytes(stock, trained=trained, shards=False) == trained * 16  # its gradient, SGD's pass
+    assert pace.step_bytes(zero, trained=trained, shards=True) == trained * (4 + 28 / 2)  # each rank's half of Adam's
+    say_forecast([stock], tmp_path / "none")
+    said = capsys.readouterr().out
+    floor = forecast.minutes_text(12 * trained * 16 / 1e4)
+    assert said.startswith(f"ddpbench: at least {floor} of steps (the configuration, by their gradients' and "
+                           "optimizer's bytes (more than their FLOPs take) at this CPU's best copy, 1e-05 GB/s a rank, "
+                           "timed now (a model's step runs slower))")  # fmt: skip
+    monkeypatch.setattr(pace, "cpu_copy_bytes_per_s", lambda threads, nbytes: 1e15)  # the FLOPs' floor, as before
+    monkeypatch.setattr(pace, "cpu_flops_per_s", lambda threads, dtype="fp32": 1e6)
+    say_forecast([stock], tmp_path / "none")
+    assert " of steps (the configuration, by their FLOPs at this CPU's best " in capsys.readouterr().out
+    assert copied > 1e8
+
+
 def test_a_configuration_whose_flops_cannot_be_counted_is_said_not_counted(results, capsys, slow_cpu, monkeypatch):
     from harness.measure import meta_counts
 

@@ -155,12 +155,12 @@ def _floor_text(floor: Estimate, which: str, counted: str) -> str:
     """The floored configurations' part: their FLOPs floor, led by the time earlier steps like theirs give."""
     if not floor.alike:
         floor_s, slower = minutes_text(floor.floor_s), "(a model's step runs slower)"
-        return f"at least {floor_s} of steps ({which}, by their FLOPs at {floor.how} {slower}{counted})"
+        return f"at least {floor_s} of steps ({which}, by {floor.how} {slower}{counted})"
     low, high = floor.ratios
     like = "" if floor.alike == floor.counted else f" ({floor.alike} of them: the rest at their floor)"
     word = "about" if floor.alike == floor.counted else "at least"
     return (f"{word} {_span(floor.low_s, floor.high_s)} of steps ({which}: at least {minutes_text(floor.floor_s)} "
-            f"by their FLOPs at {floor.how}; steps earlier runs here measured (as many ranks, within {ALIKE:g}× their "
+            f"by {floor.how}; steps earlier runs here measured (as many ranks, within {ALIKE:g}× their "
             f"FLOPs) ran {_times(low, high)} theirs{like}{counted})")  # fmt: skip
 
 
@@ -216,13 +216,14 @@ def _flops_floor(configurations, *, threads: int, pace: tuple[float | None, str]
     floors = _floors(configurations, threads=threads, pace=pace)
     if not floors:
         return None
-    return sum(floor for _, floor, _ in floors), len(floors), f"{pace[1]} (a model's step runs slower)"
+    return sum(floor for _, _, _, floor, *_ in floors), len(floors), f"{pace[1]} (a model's step runs slower)"
 
 
 def _floors(configurations, *, threads: int, pace: tuple[float | None, str]) -> list[tuple]:
     """Each configuration's floor at `pace` (_best_pace's), as (the configuration, its steps' floor in seconds, its
-    rank's FLOPs a step), those whose FLOPs could be counted: each model's FLOPs a sample from the user's cache
-    (measure.meta_counts: counted once per model, its options and its source; the count took 5-6 s of a dry run)."""
+    rank's FLOPs a step, its FLOPs' floor alone, its memory traffic's, and that one's pace where it is the higher),
+    those whose FLOPs could be counted: each model's FLOPs a sample from the user's cache (measure.meta_counts:
+    counted once per model, its options and its source; the count took 5-6 s of a dry run)."""
     rate, _ = pace
     if not configurations or rate is None:
         return []
@@ -236,8 +237,41 @@ def _floors(configurations, *, threads: int, pace: tuple[float | None, str]) -> 
         if kept:
             floor = compute_floor_s(cfg, flops_per_sample=kept["flops_per_sample"], flops_per_s=rate,
                                     threads=threads, cores=cores)  # fmt: skip
-            floors.append((cfg, floor, kept["flops_per_sample"] * cfg.batch_size))
+            traffic_s, how = _memory_floor(cfg, threads=threads, cores=cores)
+            by_bytes = how if traffic_s > floor else None
+            floors.append((cfg, max(floor, traffic_s), kept["flops_per_sample"] * cfg.batch_size, floor, traffic_s,
+                           by_bytes))  # fmt: skip
     return floors
+
+
+def _memory_floor(cfg, *, threads: int, cores: int | None) -> tuple[float, tuple[str, float] | None]:
+    """`cfg`'s steps' floor by their memory traffic (measure.pace.memory_floor_s), and its pace (words with a place
+    for the rate, and the rate in B/s); 0 where the parameters could not be counted, the device's bandwidth is not
+    known, or a server rank holds part of the model."""
+    import impls
+    from harness.measure import meta_counts
+    from harness.measure.pace import cpu_copy_bytes_per_s, memory_floor_s, step_bytes
+
+    counted = meta_counts.parameters(cfg.workload_spec or cfg.workload, cfg.size, cfg.workload_options)
+    if isinstance(counted, str) or cfg.extra_ranks:
+        return 0.0, ""
+    shards = bool(impls.roles(cfg.impl)["shards_state"])
+    moved = step_bytes(cfg, trained=counted.trained, shards=shards)
+    if cfg.device == "cpu":  # a buffer the size of the model's parameters: each model its own
+        rate, how = (
+            cpu_copy_bytes_per_s(threads, int(4 * counted.trained)),
+            "this CPU's best copy, {} a rank, timed now",
+        )
+    else:
+        import torch
+
+        from harness.config.precision import memory_gbps
+
+        name = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
+        rate, how = (memory_gbps(name) or 0.0) * 1e9, f"the {name}'s datasheet bandwidth, {{}}"
+    if not rate:
+        return 0.0, None
+    return memory_floor_s(cfg, step_bytes=moved, bytes_per_s=rate, threads=threads, cores=cores), (how, rate)
 
 
 ALIKE = 10.0
@@ -269,17 +303,33 @@ def _estimate(configurations, paced, *, threads: int, pace: tuple[float | None, 
     cores = available_cpus() if configurations[0].device == "cpu" else None
     low = high = 0.0
     alike, seen = 0, []
-    for cfg, floor, flops in floors:
+    for cfg, _, flops, by_flops, traffic, _ in floors:
         ratios = [p.step_ms / 1e3 / (p.flops_per_step / rate * _turns(p, cores)) for p in paced
                   if (p.world_size, p.nnodes, p.threads, p.dtype) == (cfg.world_size, max(cfg.nnodes, 1), threads,
                                                                       cfg.dtype)
                   and 1 / ALIKE <= p.flops_per_step / flops <= ALIKE]  # fmt: skip
         alike += bool(ratios)
         seen += ratios
-        low += floor * min(ratios, default=1.0)
-        high += floor * max(ratios, default=1.0)
+        low += max(traffic, by_flops * min(ratios, default=1.0))  # never below the memory traffic's floor
+        high += max(traffic, by_flops * max(ratios, default=1.0))
     ratios = (min(seen), max(seen)) if seen else (1.0, 1.0)
-    return Estimate(sum(f for _, f, _ in floors), len(floors), pace[1], low, high, alike, ratios)
+    return Estimate(sum(f for _, f, *_ in floors), len(floors), _basis(floors, pace[1]), low, high, alike, ratios)
+
+
+TRAFFIC = "their gradients' and optimizer's bytes"
+
+
+def _basis(floors, flops_pace: str) -> str:
+    """What the floors rest on, in words: their FLOPs at the pace, or their memory traffic where that is the higher
+    (`_floors`' last item), for some of them or all."""
+    by_bytes = [how for *_, how in floors if how]
+    if not by_bytes:
+        return f"their FLOPs at {flops_pace}"
+    low, high = (f"{rate / 1e9:.3g}" for rate in (min(r for _, r in by_bytes), max(r for _, r in by_bytes)))
+    pace = by_bytes[0][0].format(f"{low} GB/s" if low == high else f"{low}-{high} GB/s")
+    if len(by_bytes) == len(floors):
+        return f"{TRAFFIC} (more than their FLOPs take) at {pace}"
+    return f"their FLOPs at {flops_pace}, {len(by_bytes)} of them by {TRAFFIC} at {pace}"
 
 
 def _turns(paced, cores: int | None) -> float:

@@ -14,10 +14,8 @@ from __future__ import annotations
 
 from harness.commands import console
 from harness.config.precision import memory_gbps
+from harness.measure.training import BYTES_A_PARAMETER
 from harness.perfmodel.sharded import OPTIMIZER_NAMES
-
-BYTES_A_PARAMETER = {"sgd": 12, "adam": 28, "adamw": 28}
-"""What one optimizer step reads and writes per fp32 parameter (its moments in fp32 too)."""
 
 
 def optimizer_ms(parameters: float, optimizer: str, gbps: float) -> float | None:
