@@ -475,6 +475,11 @@ def test_a_modelled_strategy_the_run_never_benched_is_named_where_predicted_fast
     )
     benched = predictions.labelled(_state([("stock", 8, 20.0), ("zero", 8, 90.0)]))  # zero benched, does not fit
     assert not choice.choose(benched, frames[:1], 80.0)[0].unbenched
+    # a lead the model cannot tell (a user read 'fsdp predicted faster (45.19 ms)' against stock's 45.22) is no lead:
+    # named only beyond the band a tie among benched ones spans
+    level, ahead = _frame(8, 100.0, 99.3).assign(fsdp_step_ms=120.0), _frame(8, 100.0, 95.0).assign(fsdp_step_ms=120.0)
+    assert not choice.choose(state, [level], 80.0)[0].unbenched
+    assert [c.strategy for c in choice.choose(state, [ahead], 80.0)[0].unbenched] == ["zero"]
 
 
 def test_where_nothing_benched_fits_the_modelled_strategies_never_benched_are_named_as_the_way_out():
