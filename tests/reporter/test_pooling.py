@@ -316,6 +316,10 @@ def test_at_one_rank_which_the_stopping_rule_never_judges_the_answer_looks_once_
     assert "need" not in one + short and "have 2" not in one + short, one + short
     assert short.endswith(f"too few repeats to tell it from the next, stock; {answer.ONE_RANK}; parity ok."), short
     assert one.endswith(answer.ONE_RANK) and "need about" in in_full(frame[frame["world_size"] == 2])
+    at = {world: frame[frame["world_size"] == world] for world in (1, 2)}
+    cells = [answer.against_reference(at[w][at[w]["impl"] == "bucketed"].iloc[0], answer.reference_row(at[w]))
+             for w in (1, 2)]  # fmt: skip
+    assert cells[0].startswith("not judged (estimate 0.92×") and cells[1].startswith("too few repeats to tell")
 
 
 def test_the_answer_calls_significant_only_what_the_verdicts_call_beyond_the_threshold_too():
