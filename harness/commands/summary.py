@@ -28,8 +28,11 @@ def summarize(plan, wall_s: float, *, parity_failed: int = 0) -> int:
     took = f"(this session: {wall}); the whole run has" if sessions > 1 else f"in {wall}:"
     folder = Path(plan.run).parent
     results = "" if folder.resolve() == RESULTS.resolve() else f" --results {folder}"  # as report's default reads
+    failed = totals["status_counts"].get("failed", 0)  # a failure is kept, not run again: how to, where it is counted
+    again = (f"; the failed {'one' if failed == 1 else failed} again: "
+             f"{invoked.resume_hint(plan.run_id, folder, more=('--retry-failed',))}" if failed else "")  # fmt: skip
     console.say(f"ddpbench: run {plan.run_id} finished {took} {text}; results in {plan.run}/ (its pages: "
-                f"{invoked.ddpbench_command()} report{results})")  # fmt: skip  # as typed: pasted into the same shell
+                f"{invoked.ddpbench_command()} report{results}){again}")  # fmt: skip  # as typed: pasted in this shell
     if sessions > 1:
         console.say(f"ddpbench: over its {totals['sessions']} sessions the run took "
                     f"{console.seconds_text(totals['wall_s'])} ({console.seconds_text(totals['training_step_s'])} "
@@ -45,7 +48,7 @@ def summarize(plan, wall_s: float, *, parity_failed: int = 0) -> int:
     said = contention.findings(contention.read(plan.run, plan.launches, plan.session))  # this session's
     if said:
         console.warning(f"not alone on this machine: {'; '.join(said)} (plan/*{contention.SUFFIX})")
-    return 1 if totals["status_counts"].get("failed", 0) else 0
+    return 1 if failed else 0
 
 
 def earlier_sessions(run: Path) -> dict[str, Any]:
