@@ -31,13 +31,14 @@ def resume(args: argparse.Namespace):
     steering = _steering(args, _stored_config(args))
     config, plan, done = bench_run.resume_run(args.results, args.resume, retry_failed=args.retry_failed)
     config = dataclasses.replace(config, **steering)
-    if not plan.configurations and repeats.more_to_decide(config, plan):
+    deciding, worlds = repeats.more_to_decide(config, plan) if not plan.configurations else (0, [])
+    if deciding:
         # By design: a run a --budget stopped is complete (all it planned is written) with verdicts still open
         # short of its --max-repeats, and the way on its last line gave is this resume.
         _say_steering(args, steering)
-        console.say(f"ddpbench: resuming run {plan.run_id}: its {done} planned configuration(s) are written, but "
-                    f"verdicts are open short of its --max-repeats {config.max_repeats}: --repeats auto decides them "
-                    "further, in another session of the run")  # fmt: skip
+        console.say(f"ddpbench: resuming run {plan.run_id}: its {done} planned configuration(s) are written; "
+                    f"--repeats auto goes on deciding its {deciding} open verdict(s) up to its --max-repeats "
+                    f"{config.max_repeats}, at world size(s) {', '.join(map(str, worlds))}")  # fmt: skip
         return config, plan, done
     if not plan.configurations:
         console.say(f"ddpbench: run {plan.run_id} is complete ({done} configuration(s) written): nothing to resume"

@@ -80,13 +80,16 @@ def until_decided(
                    on_tick=on_tick)  # fmt: skip
 
 
-def more_to_decide(config: BenchConfig, plan: BenchRun) -> bool:
-    """Whether an auto run whose planned configurations are all written has a round left to run: an open
-    verdict short of --max-repeats (what `--resume` finds to do after a stop between rounds)."""
+def more_to_decide(config: BenchConfig, plan: BenchRun) -> tuple[int, list[int]]:
+    """What an auto run whose planned configurations are all written has left to decide, when a round is left to run
+    (what `--resume` finds to do after a stop between rounds): (its open verdicts short of --max-repeats, the world
+    sizes the next round runs at); (0, []) when none is."""
     if config.repeats != AUTO:
-        return False
-    _, next_round = _standing(config, plan, decide.look_confidence(config.max_repeats), pace=None)
-    return bool(next_round)
+        return 0, []
+    standing, next_round = _standing(config, plan, decide.look_confidence(config.max_repeats), pace=None)
+    if not next_round:
+        return 0, []
+    return sum(1 for v in standing.open if not v.given_up), sorted({c.world_size for c in next_round})
 
 
 def _over_budget(budget_s: float | None, began: float, next_round_s: float) -> bool:

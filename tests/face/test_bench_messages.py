@@ -51,6 +51,17 @@ def test_an_auto_run_says_its_configurations_are_the_start(capsys):
     assert "ddpbench: run r: 2 configurations -> results/r/" in capsys.readouterr().out
 
 
+def test_a_resume_with_nothing_planned_says_no_plan_of_nothing(capsys, monkeypatch):
+    """A resume that goes on deciding opened 'world sizes []', 'precision: nothing left to run', 'run …: 0
+    configurations' and then ran 21: its own line says which verdicts it decides, at which world sizes."""
+    import os
+
+    monkeypatch.setattr(os, "getloadavg", lambda: (0.5, 0.5, 0.5))
+    plan = SimpleNamespace(device="cpu", threads_per_rank=1, run_id="r", run="results/r", configurations=[])
+    plan_lines.say_plan(plan, requested_dtype="auto", grows=False)
+    assert capsys.readouterr() == ("", "")
+
+
 @pytest.mark.parametrize("endpoint", ["node0:29500", "node0", "10.0.0.1:1", "[fe80::1]:29400", "a-b.c"])
 def test_a_rendezvous_endpoint_host_port_is_accepted(endpoint):
     cfgmod.check_endpoint(endpoint)

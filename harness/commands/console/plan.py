@@ -12,6 +12,12 @@ from harness.config.ranks import available_cpus
 def say_plan(plan, *, requested_dtype: str, grows: bool = False, dry: bool = False, auto: Auto | None = None) -> None:
     """The device, the precision, and the run's first configurations (`grows`: --repeats auto may add rounds, up to
     `auto`'s bounds; `dry`: --dry-run's plan, every configuration listed and nothing made, and its time forecast)."""
+    busy = ("the ranks share its cores with whatever else runs, so their steps read slower and noisier than on a quiet "
+            "machine; run when it is quiet")  # fmt: skip
+    if not plan.configurations:  # a resume that goes on deciding: its line said which verdicts, at which world sizes
+        if plan.device == "cpu":
+            warn_if_busy(busy)
+        return
     worlds = sorted({c.world_size for c in plan.configurations})
     if plan.device == "cpu":
         say(f"ddpbench: no GPU in use: running on the CPU with the gloo backend, one process per simulated "
@@ -23,8 +29,7 @@ def say_plan(plan, *, requested_dtype: str, grows: bool = False, dry: bool = Fal
         if ranks > cores:
             warning(f"{ranks} ranks per node on {cores} CPU core(s): ranks take turns on the cores, "
                     "so the larger world sizes' steps include waiting (report: 'Cores shared')")  # fmt: skip
-        warn_if_busy("the ranks share its cores with whatever else runs, so their steps read slower and "
-                     "noisier than on a quiet machine; run when it is quiet")  # fmt: skip
+        warn_if_busy(busy)
     else:
         backend = plan.configurations[0].backend.upper() if plan.configurations else "?"
         say(f"ddpbench: running on CUDA with {backend}, world sizes {worlds}")
@@ -197,8 +202,6 @@ def available_bytes() -> int | None:
 
 def _precision_line(configurations, requested_dtype: str) -> str:
     """What the ranks compute in, as resolved from --dtype (auto) and --tf32."""
-    if not configurations:
-        return "nothing left to run"
     first = configurations[0]
     compute = "fp32" if first.dtype == "fp32" else f"{first.dtype} autocast (parameters fp32)"
     resolved = " (--dtype auto)" if requested_dtype == "auto" else ""
