@@ -13,7 +13,7 @@ import dataclasses
 
 from harness.commands import console
 from harness.config.bench import BenchConfig, ConfigError
-from harness.config.flags import LOCATES, STEERS, flag_name, flags_of, resume_fields
+from harness.config.flags import AUTO, LOCATES, STEERS, flag_name, flags_of, resume_fields
 from harness.results.layout import validate_run_id
 
 STEERING = resume_fields(BenchConfig, STEERS)
@@ -35,7 +35,7 @@ def resume(args: argparse.Namespace):
     if deciding:
         # By design: a run a --budget stopped is complete (all it planned is written) with verdicts still open
         # short of its --max-repeats, and the way on its last line gave is this resume.
-        _say_steering(args, steering)
+        _say_steering(args, steering, config)
         console.say(f"ddpbench: resuming run {plan.run_id}: its {done} planned configuration(s) are written; "
                     f"--repeats auto goes on deciding its {deciding} open verdict(s) up to its --max-repeats "
                     f"{config.max_repeats}, at world size(s) {', '.join(map(str, worlds))}")  # fmt: skip
@@ -44,7 +44,7 @@ def resume(args: argparse.Namespace):
         console.say(f"ddpbench: run {plan.run_id} is complete ({done} configuration(s) written): nothing to resume"
                     f"{_failed_hint(plan) if not args.retry_failed else ''}; nothing was written")  # fmt: skip
         return None
-    _say_steering(args, steering)  # only now: on a complete run nothing is steered
+    _say_steering(args, steering, config)  # only now: on a complete run nothing is steered
     retried = " (the failed ones set aside in retried/ to run again)" if args.retry_failed else ""
     console.say(f"ddpbench: resuming run {plan.run_id}: {done} finished configuration(s) kept, "
                 f"{len(plan.configurations)} to run{retried}")  # fmt: skip
@@ -114,13 +114,18 @@ def _steering(args: argparse.Namespace, stored: dict) -> dict:
     return {dest: getattr(args, dest) for dest in given if dest in STEERING}
 
 
-def _say_steering(args: argparse.Namespace, steering: dict) -> None:
-    """Which steering flags apply to the configurations about to run."""
-    if steering:
-        given = getattr(args, "given_flags", {})
-        applied = ", ".join(given[dest] for dest in given if dest in STEERING)
-        verb = "applies" if len(steering) == 1 else "apply"
-        console.say(f"ddpbench: --resume: {applied} {verb} (steering the running only); "
+def _say_steering(args: argparse.Namespace, steering: dict, config: BenchConfig) -> None:
+    """Which steering flags apply to the configurations about to run; and, where --budget is not one, that the run's
+    stored --budget does, counted anew from this session's start (a resume given none once said 'more than the 69 s
+    left of --budget' with no word of which)."""
+    given = getattr(args, "given_flags", {})
+    applied = [given[dest] for dest in given if dest in STEERING]
+    stored = config.budget_s is not None and config.repeats == AUTO and "budget_s" not in steering
+    if stored:
+        applied.append(f"its stored --budget {console.time_flag(config.budget_s)} (from this session's start)")
+    if applied:
+        verb = "applies" if len(applied) == 1 else "apply"
+        console.say(f"ddpbench: --resume: {', '.join(applied)} {verb} (steering the running only); "
                     "the grid and every other setting are the run's")  # fmt: skip
 
 

@@ -62,6 +62,23 @@ def test_a_resume_with_nothing_planned_says_no_plan_of_nothing(capsys, monkeypat
     assert capsys.readouterr() == ("", "")
 
 
+def test_a_resume_says_which_stored_budget_applies_when_given_none(capsys):
+    """A resume given no --budget said 'more than the 69 s left of --budget' of the 3m the run stored, and no word
+    of which: the steering line names it."""
+    from harness.commands import resume
+
+    config = cfgmod.BenchConfig(gpus=2, impls=("stock",), budget_s=180.0)
+    resume._say_steering(SimpleNamespace(given_flags={}), {}, config)
+    assert capsys.readouterr().out == ("ddpbench: --resume: its stored --budget 3m (from this session's start) "
+                                       "applies (steering the running only); the grid and every other setting are "
+                                       "the run's\n")  # fmt: skip
+    given = SimpleNamespace(given_flags={"budget_s": "--budget", "timeout_s": "--timeout"})
+    resume._say_steering(given, {"budget_s": 60.0, "timeout_s": 30.0}, config)  # given: the flags, as before
+    assert capsys.readouterr().out.startswith("ddpbench: --resume: --budget, --timeout apply (steering")
+    resume._say_steering(SimpleNamespace(given_flags={}), {}, dataclasses.replace(config, budget_s=None))
+    assert capsys.readouterr().out == ""  # nothing steers it: nothing to say
+
+
 @pytest.mark.parametrize("endpoint", ["node0:29500", "node0", "10.0.0.1:1", "[fe80::1]:29400", "a-b.c"])
 def test_a_rendezvous_endpoint_host_port_is_accepted(endpoint):
     cfgmod.check_endpoint(endpoint)

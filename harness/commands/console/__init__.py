@@ -206,6 +206,11 @@ def duration_text(seconds: float) -> str:
     return f"{seconds / 60:.0f} min" if seconds < 5400 else f"{seconds / 3600:.1f} h"
 
 
+def time_flag(seconds: float) -> str:
+    """A time as --budget takes it ('3m', '95s'): a value printed for the user to paste (flags.duration reads it)."""
+    return f"{seconds / 60:g}m" if seconds % 60 == 0 else f"{seconds:.0f}s"
+
+
 def fixed_cost_split(wall_s: float, seconds: dict[str, float], *, run) -> None:
     """Where the run's wall time went, phase by phase (harness.handoff.costs), the rest as `other` (summary.json's
     session `phases_s`, which holds it); and the fixed cost split as a dry run of it splits it (handoff.fixed_cost,
