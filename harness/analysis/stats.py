@@ -198,15 +198,27 @@ def same_launches(*repeat_lists: Sequence[int]) -> bool:
     return len(set(first)) == len(first) and all(sorted(other) == first for other in repeat_lists)
 
 
-def needed_text(needed) -> str:
-    """'need about M' for a count of repeats that can be run; at the cap, say that no practical number
+ROUGH_UNDER = 5
+"""Under this many repeats the spread, and what it predicts (the repeats a verdict needs, the time they take), are
+said to be a rough guide: 3 repeats once said 'need about 5', and the 6th found 341."""
+
+
+def rough_guide(repeats: int | None) -> str:
+    """' (a rough guide from 3 repeats)' under ROUGH_UNDER repeats, else '': the one mark of every figure sized from
+    so few repeats' spread."""
+    return f" (a rough guide from {repeats} repeats)" if repeats is not None and repeats < ROUGH_UNDER else ""
+
+
+def needed_text(needed, repeats: int | None = None) -> str:
+    """'need about M' for a count of repeats that can be run, marked a rough guide when sized from fewer than
+    ROUGH_UNDER `repeats`; at the cap, say that no practical number
     will do (the repeats differ far beyond the threshold), not a number nobody will run, at the ratio so far: the
     need is sized from it (repeats_needed), and another run's ratio, within the same interval, may need far fewer."""
     if needed is None or needed != needed:
         return "need more"
     if int(needed) >= MAX_REPEATS:
         return f"need more than {MAX_REPEATS} at the ratio so far: the repeats differ far beyond the threshold"
-    return f"need about {int(needed)}"
+    return f"need about {int(needed)}{rough_guide(repeats)}"
 
 
 def repeats_needed(

@@ -101,6 +101,7 @@ def test_the_console_says_how_many_are_decided_what_runs_next_and_what_stayed_op
     # Open, it still says what the evidence bounds: the fastest cap so far and 25 MiB's ratio to it, interval and all.
     assert "% interval" in versus
     assert said[2].startswith(f"  w2 gpt2/tiny stock: open after 2 repeats (so far fastest 1 MiB; {versus}; need about")
+    assert said[2].endswith(" (a rough guide from 2 repeats))")  # its count, sized from 2 repeats' spread
     plain, plain_steps = rows({1.0: 150.0, 25.0: 100.0}, repeats=3)
     out.truncate(0), out.seek(0)
     rounds.verdict_round(Decided(decide.verdicts(plain, plain_steps, confidence=CONFIDENCE), 3, None), next_round=[])
@@ -219,6 +220,10 @@ def test_the_last_word_on_open_verdicts_says_what_would_decide_them(monkeypatch)
     rounds.to_decide(Decided([short], 6, 90.0, stopped_by="budget"), run_id="r1", results="res", max_repeats=41)
     assert out.getvalue() == ("ddpbench: to decide the rest: ddpbench bench --resume r1 --results res --budget TIME "
                               "(about 2 min more at the spread seen)\n")  # fmt: skip
+    out.truncate(0), out.seek(0)  # after 3 repeats the estimate is as rough as the counts
+    rounds.to_decide(Decided([short], 3, 150.0, stopped_by="budget"), run_id="r1", results="res", max_repeats=41)
+    assert out.getvalue() == ("ddpbench: to decide the rest: ddpbench bench --resume r1 --results res --budget TIME "
+                              "(about 2 min more at the spread seen (a rough guide from 3 repeats))\n")  # fmt: skip
     out.truncate(0), out.seek(0)
     decided = decide.Verdict(decide.CAP, "w2 mlp/small stock", "use bucket_cap_mb=25", True, 4, None, frozenset())
     rounds.to_decide(Decided([decided], 4, None), run_id="r1", results="res", max_repeats=20)
@@ -296,18 +301,20 @@ def test_a_budget_stop_sends_to_resume_only_the_verdicts_a_resume_can_decide(mon
                       results="res", max_repeats=4)  # fmt: skip
     assert out.getvalue() == (  # every open one needs more than a resume reaches: no resume offered
         "ddpbench: to decide the rest: the same command with --max-repeats 864 (the most an open verdict needs at "
-        "the spread and ratio seen, about 2.0 h at this session's pace; the verdicts decided here stop early "
-        "again); --resume keeps this run's --max-repeats 4, on which its verdicts' error rate rests\n"
+        "the spread and ratio seen (a rough guide from 3 repeats), about 2.0 h at this session's pace; the verdicts "
+        "decided here stop early again); --resume keeps this run's --max-repeats 4, on which its verdicts' error rate "
+        "rests\n"
     )
     out.truncate(0), out.seek(0)  # some within reach, some beyond: each way on for its own
     rounds.to_decide(Decided([*far, near], 3, 100.0, stopped_by="budget", beyond_max=True, beyond_s=7200.0),
                       run_id="knobs1", results="res", max_repeats=4)  # fmt: skip
     assert out.getvalue().splitlines() == [
         "ddpbench: to decide the 1 open within --max-repeats 4: python -m harness bench --resume knobs1 --results res "
-        "--budget TIME (about 2 min more at the spread seen; some need more)",
+        "--budget TIME (about 2 min more at the spread seen (a rough guide from 3 repeats); some need more)",
         "ddpbench: to decide the 2 that need more: the same command with --max-repeats 864 (the most an open verdict "
-        "needs at the spread and ratio seen, about 2.0 h at this session's pace; the verdicts decided here stop early "
-        "again); --resume keeps this run's --max-repeats 4, on which its verdicts' error rate rests",
+        "needs at the spread and ratio seen (a rough guide from 3 repeats), about 2.0 h at this session's pace; the "
+        "verdicts decided here stop early again); --resume keeps this run's --max-repeats 4, on which its verdicts' "
+        "error rate rests",
     ]
     out.truncate(0), out.seek(0)  # --max-repeats reached with every one within it: nothing a command would decide
     rounds.to_decide(Decided([near], 4, None, stopped_by="max-repeats"), run_id="knobs1", results="res",

@@ -136,7 +136,7 @@ class Verdict:
         why = "; out of reach within --max-repeats at this spread, so given up" if self.given_up else ""
         so_far = f"so far {self.so_far}; " if self.so_far else ""
         return (f"{self.subject}: open after {stats.repeats_text(self.repeats)} "
-                f"({so_far}{stats.needed_text(self.repeats_needed)}{why})")  # fmt: skip
+                f"({so_far}{stats.needed_text(self.repeats_needed, self.repeats)}{why})")  # fmt: skip
 
 
 def verdicts(

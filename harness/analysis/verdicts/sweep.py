@@ -241,7 +241,9 @@ def answer(row: pd.Series, *, why: bool = True) -> str:
                     else f"the same {len(sizes)} buckets: the caps are one measurement")  # fmt: skip
             return f"flat: any of {as_good} MiB (every cap makes {made})"
         return f"flat: any of {as_good} MiB"
-    return f"too few repeats to tell (have {row['repeats']}, {stats.needed_text(row['repeats_needed'])})"
+    return (
+        f"too few repeats to tell (have {row['repeats']}, {stats.needed_text(row['repeats_needed'], row['repeats'])})"
+    )
 
 
 def point_text(row: pd.Series, cap: float, unit: str = " MiB") -> str:

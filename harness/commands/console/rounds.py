@@ -22,8 +22,6 @@ NAMED_UP_TO = 2
 """Up to this many open verdicts, a round's line names each with its estimate so far: what the round changed."""
 SECONDS_UNDER = 300
 """A time under this many seconds is said in seconds beside --budget's (duration_text says '4 min' from 90 s)."""
-ROUGH_UNDER = 5
-"""Under this many repeats the spread, and the time it predicts, are said to be a rough guide."""
 
 
 class Standing(Protocol):
@@ -141,8 +139,7 @@ def time_words(standing, *, short: bool = False) -> str:
         return f", ~{need} {until}" + (f" ({short_of} of --budget left)" if left < standing.estimate_s else "")
     until = "to reach --max-repeats (some need more)" if standing.beyond_max else "to decide them"
     # Few repeats give a spread as unsure as the time it predicts (2 repeats: 89 s said, 81 repeats needed).
-    rough = f" (a rough guide from {standing.repeats} repeats)" if standing.repeats < ROUGH_UNDER else ""
-    said = f", about {need} {until} at the spread seen{rough}"
+    said = f", about {need} {until} at the spread seen{stats.rough_guide(standing.repeats)}"
     return said + (f", more than the {short_of} left of --budget" if left < standing.estimate_s else "")
 
 
@@ -169,9 +166,14 @@ def to_decide(standing, *, run_id: str, results: Path | str, max_repeats: int) -
     still = standing.open
     if not still:
         return
+    rough = stats.rough_guide(standing.repeats)
     beyond = [v for v in still if v.given_up or (v.repeats_needed or 0) > max_repeats]
     if standing.stopped_by == "budget" and len(beyond) < len(still):
-        more = [f"about {duration_text(standing.estimate_s)} more at the spread seen"] if standing.estimate_s else []
+        more = (
+            [f"about {duration_text(standing.estimate_s)} more at the spread seen{rough}"]
+            if standing.estimate_s
+            else []
+        )
         which = "the rest" if not beyond else f"the {len(still) - len(beyond)} open within --max-repeats {max_repeats}"
         more += ["some need more"] if beyond else []  # a resume runs them to --max-repeats too: not far enough
         said = f" ({'; '.join(more)})" if more else ""
@@ -182,8 +184,8 @@ def to_decide(standing, *, run_id: str, results: Path | str, max_repeats: int) -
         counted = sum(1 for v in beyond if v.reachable)
         head = "to decide the rest" if counted == len(still) else f"to decide the {counted} that need more"
         console.say(f"ddpbench: {head}: the same command with --max-repeats {need} (the most an open verdict "
-            f"needs at the spread and ratio seen{took}; the verdicts decided here stop early again); --resume keeps "
-            f"this run's --max-repeats {max_repeats}, on which its verdicts' error rate rests")  # fmt: skip
+            f"needs at the spread and ratio seen{rough}{took}; the verdicts decided here stop early again); --resume "
+            f"keeps this run's --max-repeats {max_repeats}, on which its verdicts' error rate rests")  # fmt: skip
     say_unreachable(still)
 
 
