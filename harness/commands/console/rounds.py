@@ -9,6 +9,7 @@ once printed 'repeats auto: 0 of 1 verdicts decided after N repeat(s)' five time
 from __future__ import annotations
 
 import dataclasses
+import math
 from pathlib import Path
 from typing import Protocol
 
@@ -162,7 +163,8 @@ def to_decide(standing, *, run_id: str, results: Path | str, max_repeats: int) -
     """After the last round, where verdicts stay open: what would decide them, and only what can. A budget that
     stopped it is steering (`--resume` takes a new one), but a resume goes only as far as the run's --max-repeats:
     it is offered for the verdicts that need no more. Repeats past --max-repeats need a new run, as the look
-    confidence rests on it; a budget stop whose open verdicts all need more is told so, not sent to resume."""
+    confidence rests on it; a budget stop whose open verdicts all need more is told so, not sent to resume. Each
+    command is one to paste: the resume's --budget the estimate, rounded up to the minute."""
     still = standing.open
     if not still:
         return
@@ -177,7 +179,10 @@ def to_decide(standing, *, run_id: str, results: Path | str, max_repeats: int) -
         which = "the rest" if not beyond else f"the {len(still) - len(beyond)} open within --max-repeats {max_repeats}"
         more += ["some need more"] if beyond else []  # a resume runs them to --max-repeats too: not far enough
         said = f" ({'; '.join(more)})" if more else ""
-        console.say(f"ddpbench: to decide {which}: {resume_hint(run_id, results, more=('--budget', 'TIME'))}{said}")
+        budget = (
+            ("--budget", console.time_flag(60 * math.ceil(standing.estimate_s / 60))) if standing.estimate_s else ()
+        )
+        console.say(f"ddpbench: to decide {which}: {resume_hint(run_id, results, more=budget)}{said}")
     need = max((v.repeats_needed for v in beyond if v.reachable), default=0)
     if need > max_repeats:
         took = f", about {duration_text(standing.beyond_s)} at this session's pace" if standing.beyond_s else ""
