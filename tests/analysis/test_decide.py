@@ -216,6 +216,13 @@ def test_the_last_word_on_open_verdicts_says_what_would_decide_them(monkeypatch)
         "the spread and ratio seen, about 25 min at this session's pace; the verdicts decided here stop early "
         "again); --resume keeps this run's --max-repeats 20, on which its verdicts' error rate rests\n"
     )
+    out.truncate(0), out.seek(0)  # said in a resumed session too: the run's first command, a new run, to paste
+    first = ("/x/.venv/bin/ddpbench", "bench", "--impls", "stock,zero", "--max-repeats=20", "--budget", "3m",
+             "--run-id", "r1", "--results", "res")  # fmt: skip
+    rounds.to_decide(Decided([hopeless, short], 20, None, stopped_by="max-repeats"), run_id="r1", results="res",
+                     max_repeats=20, command=first)  # fmt: skip
+    assert out.getvalue().startswith("ddpbench: to decide the rest: a new run: ddpbench bench --impls stock,zero "
+                                     "--results res --max-repeats 189 (the most")  # fmt: skip
     out.truncate(0), out.seek(0)
     rounds.to_decide(Decided([short], 6, 90.0, stopped_by="budget"), run_id="r1", results="res", max_repeats=41)
     assert out.getvalue() == ("ddpbench: to decide the rest: ddpbench bench --resume r1 --results res --budget 2m "

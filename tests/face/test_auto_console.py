@@ -28,7 +28,7 @@ def open_verdict(subject: str = "w2 mlp/small zero vs stock", *, repeats: int = 
 
 
 def on_round(progress: Progress, standing: Decided, more: list, screen: Terminal) -> None:
-    config = types.SimpleNamespace(max_repeats=20)
+    config = types.SimpleNamespace(max_repeats=20, command=())
     plan = types.SimpleNamespace(run_id="r1", run=types.SimpleNamespace(parent="res"))
     with contextlib.redirect_stdout(screen):  # console.say's stdout is the terminal the bar is drawn on
         rounds.on_round(progress, config, plan, standing, more)

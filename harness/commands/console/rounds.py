@@ -45,7 +45,13 @@ def on_round(progress: Progress, config, plan, standing, more: list) -> None:
         verdict_round(standing, more, decided_before=progress.decided, given_up_before=progress.given_up,
                       progress=progress)  # fmt: skip
         if not more:  # the last word: how the open ones would be decided
-            to_decide(standing, run_id=plan.run_id, results=plan.run.parent, max_repeats=config.max_repeats)
+            to_decide(
+                standing,
+                run_id=plan.run_id,
+                results=plan.run.parent,
+                max_repeats=config.max_repeats,
+                command=config.command,
+            )
     progress.decided = {v.subject for v in standing.verdicts if v.decided}
     progress.given_up = {v.subject: progress.given_up.get(v.subject, v.repeats) for v in standing.open if v.given_up}
 
@@ -159,12 +165,13 @@ def _span(seconds: float) -> str:
     return f"{seconds:.0f} s" if seconds < SECONDS_UNDER else duration_text(seconds)
 
 
-def to_decide(standing, *, run_id: str, results: Path | str, max_repeats: int) -> None:
+def to_decide(standing, *, run_id: str, results: Path | str, max_repeats: int, command: tuple[str, ...] = ()) -> None:
     """After the last round, where verdicts stay open: what would decide them, and only what can. A budget that
     stopped it is steering (`--resume` takes a new one), but a resume goes only as far as the run's --max-repeats:
     it is offered for the verdicts that need no more. Repeats past --max-repeats need a new run, as the look
     confidence rests on it; a budget stop whose open verdicts all need more is told so, not sent to resume. Each
-    command is one to paste: the resume's --budget the estimate, rounded up to the minute."""
+    command is one to paste: the resume's --budget the estimate, rounded up to the minute; the new run the run's
+    first command (`command`, run.json's) with the --max-repeats it needs, whatever session says it."""
     still = standing.open
     if not still:
         return
@@ -188,10 +195,37 @@ def to_decide(standing, *, run_id: str, results: Path | str, max_repeats: int) -
         took = f", about {duration_text(standing.beyond_s)} at this session's pace" if standing.beyond_s else ""
         counted = sum(1 for v in beyond if v.reachable)
         head = "to decide the rest" if counted == len(still) else f"to decide the {counted} that need more"
-        console.say(f"ddpbench: {head}: the same command with --max-repeats {need} (the most an open verdict "
+        console.say(f"ddpbench: {head}: {new_run_command(command, need)} (the most an open verdict "
             f"needs at the spread and ratio seen{rough}{took}; the verdicts decided here stop early again); --resume "
             f"keeps this run's --max-repeats {max_repeats}, on which its verdicts' error rate rests")  # fmt: skip
     say_unreachable(still)
+
+
+DROPPED = {"--max-repeats": 1, "--budget": 1, "--run-id": 1, "--resume": 1, "--retry-failed": 0}
+"""The flags of a run's command that a new run with more repeats replaces or must not repeat (a --run-id is taken),
+and how many values each takes."""
+
+
+def new_run_command(command: tuple[str, ...], max_repeats: int) -> str:
+    """The run's command as a new run with `--max-repeats` and no --budget (it runs until decided or that many
+    repeats): a command to paste, as ddpbench was called here (a resume refuses a new --max-repeats: the error
+    rate its looks keep rests on it). 'the same command with …' where the run's command is not known."""
+    import shlex
+
+    from harness.commands.console.invoked import ddpbench_command
+
+    if len(command) < 2:
+        return f"the same command with --max-repeats {max_repeats}"
+    words, skip = [], 0
+    for word in command[1:]:
+        if skip:
+            skip -= 1
+        elif (name := word.split("=")[0]) in DROPPED:
+            skip = DROPPED[name] if "=" not in word else 0
+        else:
+            words.append(word)
+    words += ["--max-repeats", str(max_repeats)]
+    return f"a new run: {ddpbench_command()} {shlex.join(words)}"
 
 
 def say_unreachable(still: list) -> None:
