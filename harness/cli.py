@@ -93,7 +93,7 @@ def add_bench_parser(commands) -> None:
                        help="finish an interrupted run in --results (or give its folder): skip what it wrote, run "
                        "the rest with the run's "
                        f"own grid and settings (flags that would change them are refused; {steering} apply: they "
-                       "only steer the running)")  # fmt: skip
+                       "only steer the running; without --budget, the run's own applies again)")  # fmt: skip
     bench.add_argument("--dry-run", action="store_true", help="check every flag, print the configurations the run "
                        "would launch and how long it would take here (from the steps the results folder measured of "
                        "them before; those never measured, their FLOPs' time at this machine's best times what earlier "
