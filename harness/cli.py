@@ -211,7 +211,10 @@ def refuse_unknown(parser: argparse.ArgumentParser, command: str, unknown: list[
     typed = unknown[0].split("=")[0]
     near = difflib.get_close_matches(typed, flags, n=1, cutoff=0.75) if typed.startswith("--") else []
     hint = f"did you mean {near[0]}?" if near else f"{command}'s flags are {', '.join(flags)}"
-    parser.exit(EXIT_BAD_INPUT, f"ddpbench: error: unrecognized argument(s) {' '.join(unknown)}; {hint}\n")
+    parser.exit(
+        EXIT_BAD_INPUT,
+        f"ddpbench: error: unrecognized argument{'s' * (len(unknown) != 1)} {' '.join(unknown)}; {hint}\n",
+    )
 
 
 def refuse_unfindable(parser: argparse.ArgumentParser, specs) -> None:

@@ -89,8 +89,8 @@ def rounds(run) -> list[tuple[int, set[str], set[str]]]:
 def test_the_resume_goes_on_deciding_and_each_round_runs_exactly_what_was_open(auto_run):
     _, run, code, out = auto_run
     assert code == 0, out
-    said = r"are written; --repeats auto goes on deciding its [12] open verdict\(s\) up to its --max-repeats"
-    assert re.search(rf"{said} {MAX_REPEATS}, at world size\(s\) 2\n", out), out
+    said = r"are written; --repeats auto goes on deciding its (1 open verdict|2 open verdicts) up to its --max-repeats"
+    assert re.search(rf"{said} {MAX_REPEATS}, at world size 2\n", out), out
     assert "world sizes []" not in out and "0 configurations" not in out  # no plan of nothing
     assert len(store.read_run_meta(run)["sessions"]) == 2  # the run's first session, then this resume
     assert (store.read_configs(run)["status"] == "ok").all()

@@ -235,7 +235,7 @@ def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
     say_plan(plan, requested_dtype=config.dtype, grows=config.repeats == AUTO and not args.resume,
              auto=Auto(config.max_repeats, config.budget_s))  # fmt: skip
     if config.nnodes > 1:  # torchrun's rendezvous says nothing while it waits (up to its join timeout)
-        console.say(f"ddpbench: waiting for {config.nnodes} node(s) at {config.rdzv_endpoint} … (each node runs "
+        console.say(f"ddpbench: waiting for {config.nnodes} nodes at {config.rdzv_endpoint} … (each node runs "
                     f"the same command with --run-id {plan.run_id}; torchrun waits up to 10 minutes)")  # fmt: skip
     # The session's clock starts with the command (the process, or the call): the budget, the wall time and its
     # split count what the user waited for, the start included.

@@ -15,6 +15,7 @@ from harness.commands import console
 from harness.config.bench import BenchConfig, ConfigError
 from harness.config.flags import AUTO, LOCATES, STEERS, flag_name, flags_of, resume_fields
 from harness.results.layout import validate_run_id
+from harness.results.values import counted
 
 STEERING = resume_fields(BenchConfig, STEERS)
 """The BenchConfig fields whose flags steer a resumed run without changing what it measures."""
@@ -36,17 +37,18 @@ def resume(args: argparse.Namespace):
         # By design: a run a --budget stopped is complete (all it planned is written) with verdicts still open
         # short of its --max-repeats, and the way on its last line gave is this resume.
         _say_steering(args, steering, config)
-        console.say(f"ddpbench: resuming run {plan.run_id}: its {done} planned configuration(s) are written; "
-                    f"--repeats auto goes on deciding its {deciding} open verdict(s) up to its --max-repeats "
-                    f"{config.max_repeats}, at world size(s) {', '.join(map(str, worlds))}")  # fmt: skip
+        sizes = f"world size{'s' * (len(worlds) != 1)} {', '.join(map(str, worlds))}"
+        console.say(f"ddpbench: resuming run {plan.run_id}: its {counted(done, 'planned configuration')} are "
+                    f"written; --repeats auto goes on deciding its {counted(deciding, 'open verdict')} up to its "
+                    f"--max-repeats {config.max_repeats}, at {sizes}")  # fmt: skip
         return config, plan, done
     if not plan.configurations:
-        console.say(f"ddpbench: run {plan.run_id} is complete ({done} configuration(s) written): nothing to resume"
-                    f"{_failed_hint(plan) if not args.retry_failed else ''}; nothing was written")  # fmt: skip
+        console.say(f"ddpbench: run {plan.run_id} is complete ({counted(done, 'configuration')} written): nothing to "
+                    f"resume{_failed_hint(plan) if not args.retry_failed else ''}; nothing was written")  # fmt: skip
         return None
     _say_steering(args, steering, config)  # only now: on a complete run nothing is steered
     retried = " (the failed ones set aside in retried/ to run again)" if args.retry_failed else ""
-    console.say(f"ddpbench: resuming run {plan.run_id}: {done} finished configuration(s) kept, "
+    console.say(f"ddpbench: resuming run {plan.run_id}: {counted(done, 'finished configuration')} kept, "
                 f"{len(plan.configurations)} to run{retried}")  # fmt: skip
     return config, plan, done
 

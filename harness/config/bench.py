@@ -20,6 +20,7 @@ from harness.config.precision import DTYPES
 from harness.config.units import parse_bandwidth, parse_latency
 from harness.protocols import SIZES, ConfigError
 from harness.results.layout import check_results_folder, new_run_id, validate_run_id  # noqa: F401 (the config's API)
+from harness.results.values import counted
 
 DEVICES = ("auto", "cpu", "cuda")
 BACKENDS = ("auto", "nccl", "gloo")
@@ -342,6 +343,6 @@ def check_gpu_count(*, gpus: int, available: int, backend: str) -> None:
     """NCCL needs a GPU per rank; gloo lets several ranks share one (a GPU check, not a benchmark)."""
     if gpus > available and backend != "gloo":
         raise ConfigError(
-            f"--gpus {gpus} is more than the {available} GPU(s) visible here; "
+            f"--gpus {gpus} is more than the {counted(available, 'GPU')} visible here; "
             "give at most that, or --backend gloo to let ranks share GPUs"
         )

@@ -25,6 +25,7 @@ from harness.launch.diagnose import diagnose_launch
 from harness.launch.torchrun import launch_ranks
 from harness.results import model_tables, store
 from harness.results.layout import RunFolder
+from harness.results.values import counted
 
 RANK_MODULE = "harness.rank.collectives"
 
@@ -34,7 +35,7 @@ class LaunchFailed(RuntimeError):
 
     def __init__(self, world_size: int, failure: dict[str, Any], log: Path, *, kept: int = 0) -> None:
         self.world_size, self.failure, self.log, self.kept = world_size, failure, log, kept
-        said = f"; the {kept} op × size row(s) measured before it are kept" if kept else ""
+        said = f"; kept: the {counted(kept, 'op × size row')} measured before it" if kept else ""
         super().__init__(f"collectives at world size {world_size} failed ({failure['error_kind']}): "
                          f"{failure['error']} (log: {log}){said}")  # fmt: skip
 

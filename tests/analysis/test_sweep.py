@@ -168,7 +168,7 @@ def test_resume_runs_exactly_what_an_interrupted_run_did_not_write(small_run, tm
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         code = cli.main(["bench", "--resume", "e2e", "--results", str(results)])
     assert code == 0, out.getvalue() + err.getvalue()
-    assert f"{len(written) - 2} finished configuration(s) kept, 2 to run" in out.getvalue()
+    assert f"{len(written) - 2} finished configurations kept, 2 to run" in out.getvalue()
     assert store.written_config_ids(results / "e2e") == set(written)
     for name, mtime in kept_mtimes.items():  # nothing already written was touched
         assert (results / "e2e" / "configs" / name).stat().st_mtime_ns == mtime

@@ -145,7 +145,7 @@ def test_a_dry_run_lists_every_configuration_and_writes_nothing(capsys, tmp_path
     # the second repeat's launches start one further along (the baseline last): no place is always the baseline's
     assert listed[9].startswith("[10/12] w2 mlp/tiny stock bucket_cap_mb=1 (repeat 2):")
     assert "[12/12] w2 mlp/tiny local (repeat 2):" in listed[-1]
-    assert "dry run: 12 configuration(s) in 4 torchrun launch(es), to start (--repeats auto adds" in out
+    assert "dry run: 12 configurations in 4 torchrun launches, to start (--repeats auto adds" in out
     # no earlier run in the folder: the steps' floor by FLOPs, no total: the fixed cost on top is not known yet
     forecast = next(line for line in out.splitlines() if line.startswith("ddpbench: at least "))
     assert forecast.startswith("ddpbench: at least ") and " of steps (all 12 configurations, by their FLOPs" in forecast

@@ -39,7 +39,7 @@ def test_resume_leaves_a_complete_run_alone_and_adds_a_retry_to_its_timings(tmp_
     code, out, _ = bench(capsys, tmp_path, "--resume", "r", "--timeout", "30")
     assert code == 0
     assert "--timeout applies" not in out  # nothing runs, so nothing is steered
-    assert ("ddpbench: run r is complete (2 configuration(s) written): nothing to resume (1 failed: --retry-failed "
+    assert ("ddpbench: run r is complete (2 configurations written): nothing to resume (1 failed: --retry-failed "
             "runs it again); nothing was written") in out  # fmt: skip
     assert json.loads(summary_path.read_text()) == first  # the first session's timings kept as they were
 

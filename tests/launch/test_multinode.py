@@ -37,7 +37,7 @@ def test_two_launchers_on_localhost_run_one_job_and_rank_0_writes(tmp_path):
     outputs = [node.communicate(timeout=240)[0] for node in nodes]
     assert [node.returncode for node in nodes] == [0, 0], outputs
     for output in outputs:  # the rendezvous may wait minutes: never in silence
-        assert f"ddpbench: waiting for 2 node(s) at {endpoint} … (each node runs the same command" in output
+        assert f"ddpbench: waiting for 2 nodes at {endpoint} … (each node runs the same command" in output
 
     configs = store.read_configs(tmp_path / "job")
     assert len(configs) == 1  # one job: written once, by rank 0

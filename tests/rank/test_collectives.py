@@ -125,7 +125,11 @@ def test_a_killed_rank_is_named_with_its_signal_and_no_rank_is_left(tmp_path, mo
     assert "all_reduce message size" in failed.value.failure["error"]  # where it was, from rank 0's hint
     run = tmp_path / "killed"
     kept = model_tables.read_collectives(run)  # a rank out of memory at size 23 once lost the 22 before it
-    assert kept["bytes"].tolist() == [1024] and failed.value.kept == 1 and "1 op × size row(s)" in str(failed.value)
+    assert (
+        kept["bytes"].tolist() == [1024]
+        and failed.value.kept == 1
+        and "kept: the 1 op × size row measured" in str(failed.value)
+    )
     assert not model_tables.collectives_partial(run, 2).exists()
     assert failed.value.log == run / "logs" / "world-2.log"
     assert not processes_of(run)

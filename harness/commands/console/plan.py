@@ -7,6 +7,7 @@ from harness.commands.console import say, warning
 from harness.commands.console.forecast import Auto, flops_floor, minutes_text, say_forecast
 from harness.commands.console.profiling import warn_if_busy
 from harness.config.ranks import available_cpus
+from harness.results.values import counted
 
 
 def say_plan(plan, *, requested_dtype: str, grows: bool = False, dry: bool = False, auto: Auto | None = None) -> None:
@@ -165,9 +166,9 @@ def warn_long_full_size(configurations, *, threads: int) -> None:
     heavy = [c for c in configurations if _may_be_large(c) and not skip_reason(c)]
     floor = flops_floor(heavy, threads=threads)
     if floor and floor[0] >= LONG_S:
-        warning(f"the steps of {len(heavy)} configuration(s) at their full size or as --wopt sets them take at least "
-                f"{minutes_text(floor[0])} here by their FLOPs at {floor[2]}; a smaller model takes far less, and "
-                "predict --run (with --train-wopt) counts the one you will train from it")  # fmt: skip
+        warning(f"the steps of {counted(len(heavy), 'configuration')} at their full size or as --wopt sets them take "
+                f"at least {minutes_text(floor[0])} here by their FLOPs at {floor[2]}; a smaller model takes far "
+                "less, and predict --run (with --train-wopt) counts the one you will train from it")  # fmt: skip
 
 
 LONG_S = 1800
@@ -224,6 +225,7 @@ def _list_planned(configurations, more: str) -> None:
         say(f"  [{number}/{len(configurations)}] {cfg.label()}{again}: {what}")
     launches = len({(c.world_size, c.extra_ranks, c.repeat) for c in configurations})
     say(
-        f"ddpbench: dry run: {len(configurations)} configuration(s) in {launches} torchrun launch(es){more}; "
+        f"ddpbench: dry run: {counted(len(configurations), 'configuration')} in {launches} torchrun "
+        f"launch{'es' * (launches != 1)}{more}; "
         "nothing launched, nothing written (the same command without --dry-run runs them)"
     )
