@@ -179,12 +179,14 @@ def _bucket_sizes_error(errors) -> str:
     )
 
 
-def nccl_fit(fit, logs) -> None:
-    """What the fit read, what it moved, and its error on the rows it used."""
+def nccl_fit(fit, logs, base) -> None:
+    """What the fit read, what it moved from `base`'s values (and held: no row limited by it), and its error."""
     for log in logs:
         say(f"ddpbench predict: nccl-tests log {log.path}: {log.collective}, {log.ranks} ranks on {log.nodes} "
               f"node(s), {len(log.rows)} rows")  # fmt: skip
-    moved = ", ".join(f"{field} {value:.4g}" for field, value in fit.fitted.items())
+    held = " held (no row limited by it)"
+    moved = ", ".join(f"{field} {getattr(base, field):.4g}{held if field in fit.held else f' → {value:.4g}'}"
+                      for field, value in fit.fitted.items())  # fmt: skip
     worst = max(fit.errors, key=lambda e: abs(e[2]))
     size = f"{worst[1] / 2**20:g} MiB" if worst[1] >= 2**20 else f"{worst[1] / 2**10:g} KiB"
     buckets = _bucket_sizes_error(fit.errors)

@@ -141,7 +141,7 @@ def cluster_from_args(args: argparse.Namespace):
     if args.save_profile:  # a file's: its stem, a name for tables, prose and --gpu-hour-price (fitted_to says the rest)
         name = Path(args.save_profile).stem
     fitted = nccltests_fit.fit(base, logs, name=name)
-    predictions.nccl_fit(fitted, logs)
+    predictions.nccl_fit(fitted, logs, base)
     nccl_logs.warn_far_moved(base, fitted.fitted)
     published.warn_beyond_logs(base.name, max(log.nodes for log in logs), node_counts(args))
     if args.save_profile:

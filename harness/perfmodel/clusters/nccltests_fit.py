@@ -1,6 +1,7 @@
 """A cluster profile fitted to nccl-tests logs (`nccltests.Log`): the fit moves only the profile's levels (one
 node: the ring's and NVLS's bandwidths and one scale on NCCL's latencies; several: the network's bandwidth and
-latency), pulls each weakly towards the profile's value, and reports its own error on the rows it used.
+latency; the node from one-node logs alone, then the network with the node held), pulls each weakly towards the
+profile's value, holds a bandwidth no row is limited by at it, and reports its own error on the rows it used.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from pathlib import Path
 
 from harness.perfmodel.clusters import nccl
 from harness.perfmodel.clusters.cluster import Cluster
-from harness.perfmodel.clusters.nccltests import Log
+from harness.perfmodel.clusters.nccltests import Log, Row
 from harness.protocols import ConfigError
 
 PRIOR_WEIGHT = 0.01  # per level's log, against each row's log ratio: see `fit`
@@ -25,6 +26,7 @@ class Fit:
     cluster: Cluster
     fitted: dict[str, float]  # profile field → fitted value (GB/s, µs; latency_scale: × NCCL's latencies)
     errors: tuple[tuple[str, int, float], ...]  # (log, bytes, predicted/measured − 1) on the rows used
+    held: tuple[str, ...] = ()  # fields of `fitted` that limit none of the rows: kept at the base's value
 
     @property
     def worst(self) -> float:
@@ -33,19 +35,6 @@ class Fit:
     @property
     def mean_abs(self) -> float:
         return sum(abs(e) for *_, e in self.errors) / len(self.errors) if self.errors else 0.0
-
-
-def _fields_for(logs: Sequence[Log], base: Cluster) -> list[str]:
-    """One node's logs move NCCL's latencies (by one factor) and the node's bandwidths; several
-    nodes' logs the network's latency (NCCL's latencyInter) and bandwidth."""
-    fields = []
-    if any(log.nodes == 1 for log in logs):
-        fields += ["latency_scale", "intra_busbw_gbps"]
-        if base.nvls_busbw_gbps > 0 and "nvls" in base.algorithms:
-            fields.append("nvls_busbw_gbps")
-    if any(log.nodes > 1 for log in logs):
-        fields += ["inter_latency_us", "inter_busbw_gbps"]
-    return fields
 
 
 def _search_start(base: Cluster, field: str) -> float:
@@ -58,24 +47,90 @@ def predicted(cluster: Cluster, log: Log, nbytes: int) -> nccl.Choice:
 
 
 def fit(base: Cluster, logs: Sequence[Log], *, name: str) -> Fit:
-    """The base profile's bandwidth levels that make the model closest to the logs' busbw (least
-    squares on log ratios, every row ≥ 64 KiB alike, with a weak pull of each level towards the
-    base's value), and the error on those rows."""
-    from scipy.optimize import least_squares
-
-    points = [(log, row) for log in logs for row in log.rows if row.nbytes >= FIT_MIN_BYTES and row.busbw_gbps > 0]
+    """The base profile's levels that make the model closest to the logs' busbw (least squares on log ratios,
+    every row ≥ 64 KiB alike, with a weak pull of each level towards the base's value), and the error on those
+    rows. Staged: the node's levels from the one-node logs alone, then the network's from the others with the
+    node's held (fitted together, a slow network can be read as a slow ring inside the node: the ring is what
+    crosses nodes, and under NVLS no one-node row pins it). A level no row is limited by stays the base's."""
+    points = _points(logs)
     if not points:
         raise ConfigError(f"--nccl-tests: no rows of {FIT_MIN_BYTES // 1024} KiB or more to fit bandwidths to")
-    fields = _fields_for(logs, base)
+    one_node = [log for log in logs if log.nodes == 1]
+    fitted, held, cluster = {}, [], dataclasses.replace(base, name=name)
+    for part, fields in ((one_node, _node_fields(base)), ([log for log in logs if log.nodes > 1], INTER_FIELDS)):
+        if part and _points(part):  # one node's logs of small sizes alone pin nothing: the node stays the base's
+            values, unpinned = _fit_part(cluster, _points(part), fields)
+            cluster = dataclasses.replace(cluster, **values)
+            fitted.update(values)
+            held += unpinned
+    errors = tuple(
+        (Path(log.path).name, row.nbytes, predicted(cluster, log, row.nbytes).busbw_gbps / row.busbw_gbps - 1)
+        for log, row in points
+    )
+    found = Fit(cluster, fitted, errors, tuple(held))
+    return dataclasses.replace(found, cluster=_said_fitted(cluster, logs, found))
+
+
+def _points(logs: Sequence[Log]) -> list[tuple[Log, Row]]:
+    return [(log, row) for log in logs for row in log.rows if row.nbytes >= FIT_MIN_BYTES and row.busbw_gbps > 0]
+
+
+def _node_fields(base: Cluster) -> list[str]:
+    """One node's logs move NCCL's latencies (by one factor) and the node's bandwidths."""
+    nvls = base.nvls_busbw_gbps > 0 and "nvls" in base.algorithms
+    return ["latency_scale", "intra_busbw_gbps", *(["nvls_busbw_gbps"] * nvls)]
+
+
+INTER_FIELDS = ["inter_latency_us", "inter_busbw_gbps"]  # several nodes' logs: NCCL's latencyInter, the network
+
+
+def _fit_part(base: Cluster, points: list[tuple[Log, Row]], fields: list[str]) -> tuple[dict[str, float], list[str]]:
+    """`fields` fitted to `points`, each weakly pulled towards the base; a bandwidth that limits none of the rows at
+    the fitted values (`limits`) is held at the base's and the rest fitted again: rows it barely touches (LL's, under
+    its cap) would move it wherever their noise asks. Returns every field's value and those held."""
+    free, held = list(fields), []
+    while free:
+        values = _least_squares(base, points, free)
+        cluster = dataclasses.replace(base, **values)
+        unpinned = [
+            f
+            for f in free
+            if f.endswith("_gbps")  # a latency adds to every row: none is "limited" by it
+            and not any(limits(cluster, log, row.nbytes, f) for log, row in points)
+        ]
+        if not unpinned:
+            break
+        held += unpinned
+        free = [f for f in free if f not in unpinned]
+    else:
+        values = {}
+    return {**{f: getattr(base, f) for f in fields}, **values}, held
+
+
+LIMITED = 0.4
+"""A row is limited by a level when its busbw moves at least 0.4 times as much as the level (d log busbw / d log
+level, the level lowered 10 %): the level's bandwidth is the binding one and carries much of the row's time. A ring
+under LL's cap moved by ±3 % noise reaches 0.36 on its rows; a network carrying half a row's time, 0.5."""
+
+
+def limits(cluster: Cluster, log: Log, nbytes: int, field: str) -> bool:
+    value = getattr(cluster, field)
+    if value <= 0:
+        return False
+    lower = dataclasses.replace(cluster, **{field: value * 0.9})
+    ratio = predicted(lower, log, nbytes).busbw_gbps / predicted(cluster, log, nbytes).busbw_gbps
+    return abs(math.log(ratio) / math.log(0.9)) >= LIMITED
+
+
+def _least_squares(base: Cluster, points: list[tuple[Log, Row]], fields: list[str]) -> dict[str, float]:
+    from scipy.optimize import least_squares
 
     def cluster_at(log_values) -> Cluster:
-        values = {f: float(math.exp(v)) for f, v in zip(fields, log_values, strict=True)}
-        return dataclasses.replace(base, name=name, **values)
+        return dataclasses.replace(base, **{f: float(math.exp(v)) for f, v in zip(fields, log_values, strict=True)})
 
-    # A weak pull towards the base profile: a level no row is limited by (a ring under NVLS, say)
-    # stays at the profile's value instead of drifting wherever the search leaves it, while a level
-    # the rows pin barely feels it (a 1 % misfit on one row weighs as much as moving a level 2.7×).
-    # A base of 0 (InfiniBand's added latency) has no scale to pull towards in log space: no pull.
+    # A weak pull towards the base profile: a level the rows pin barely feels it (a 1 % misfit on one row weighs
+    # as much as moving a level 2.7×). A base of 0 (InfiniBand's added latency) has no scale to pull towards in log
+    # space: no pull.
     start = {f: _search_start(base, f) for f in fields}
     pulled = [(i, math.log(start[f])) for i, f in enumerate(fields) if getattr(base, f) > 0]
 
@@ -84,24 +139,16 @@ def fit(base: Cluster, logs: Sequence[Log], *, name: str) -> Fit:
         misfit = [math.log(predicted(cluster, log, row.nbytes).busbw_gbps / row.busbw_gbps) for log, row in points]
         return misfit + [PRIOR_WEIGHT * (log_values[i] - anchor) for i, anchor in pulled]
 
-    # Starts: the base profile's values; its bandwidths halved below the logs' peak (a level that does
-    # not limit the model at the base value is flat there: the search would not leave it); and, with
-    # logs of one node and of several, the node fitted to its own logs first and the network to the
-    # rest (below). The solution that fits best wins.
+    # Starts: the base profile's values, and its bandwidths halved below the logs' peak (a level that does not limit
+    # the model at the base value is flat there: the search would not leave it). The one that fits best wins.
     peak = max(row.busbw_gbps for _, row in points)
     starts = [start, {f: (min(v, peak) / 2 if f.endswith("_gbps") else v) for f, v in start.items()}]
-    starts += _staged_start(base, logs, name=name)
     cap = {"intra_busbw_gbps": base.link_gbps or FIT_BOUNDS[1]}  # a ring no faster than its links: else refused
     low, high = math.log(FIT_BOUNDS[0]), [math.log(cap.get(f, FIT_BOUNDS[1])) for f in fields]
     solutions = [least_squares(residuals, [min(max(math.log(start[f]), low), high[k]) for k, f in enumerate(fields)],
                                bounds=([low] * len(fields), high)) for start in starts]  # fmt: skip
-    cluster = cluster_at(min(solutions, key=lambda solution: solution.cost).x)
-    errors = tuple(
-        (Path(log.path).name, row.nbytes, predicted(cluster, log, row.nbytes).busbw_gbps / row.busbw_gbps - 1)
-        for log, row in points
-    )
-    found = Fit(cluster, {f: getattr(cluster, f) for f in fields}, errors)
-    return dataclasses.replace(found, cluster=_said_fitted(cluster, logs, found))
+    best = min(solutions, key=lambda solution: solution.cost).x
+    return {f: float(math.exp(v)) for f, v in zip(fields, best, strict=True)}
 
 
 SOURCE_KEYS = {"intra_busbw_gbps": "intra.busbw_gbps", "nvls_busbw_gbps": "intra.nvls_busbw_gbps",
@@ -120,19 +167,3 @@ def _said_fitted(cluster: Cluster, logs: Sequence[Log], found: Fit) -> Cluster:
     )
     sources = {**cluster.sources, **{SOURCE_KEYS[f]: f"fitted to {said}" for f in found.fitted}}
     return dataclasses.replace(cluster, sources=sources, fitted_to=said, fitted_nodes=max(log.nodes for log in logs))
-
-
-def _staged_start(base: Cluster, logs: Sequence[Log], *, name: str) -> list[dict[str, float]]:
-    """The node's levels fitted to the one-node logs alone, then the network's to the others with the
-    node's held: one start, when there are logs of both kinds. Fitted together from the base, a slow
-    network can be read as a slow ring inside the node (the ring is what crosses nodes, and under NVLS
-    no one-node row pins it), which fits the multi-node rows about as well and predicts wrongly."""
-    one_node = [log for log in logs if log.nodes == 1]
-    if not one_node or len(one_node) == len(logs):
-        return []
-    try:  # each part needs rows of its own to fit; without them the joint starts are all there is
-        node = fit(base, one_node, name=name).fitted
-        network = fit(dataclasses.replace(base, **node), [log for log in logs if log.nodes > 1], name=name).fitted
-    except ConfigError:
-        return []
-    return [{**node, **network}]
