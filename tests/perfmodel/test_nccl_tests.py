@@ -212,6 +212,18 @@ def test_logs_at_one_and_two_nodes_fit_the_node_and_the_network_together(tmp_pat
     assert fit.worst <= 0.10
 
 
+def test_the_ranks_are_the_rank_lines_not_busbw_over_algbw_as_rounded():
+    """A user's: a 4-node log that stops at 1 MiB read 33 ranks from its rounded busbw/algbw (and was warned of as
+    8.25 a node) though its 32 rank lines name 4 hosts; a table without rank lines has only the ratio to read."""
+    rows = [c for c in a_log(cluster.load("dgx-h100"), nodes=4) if c.nbytes < MIB]
+    rows.append(nccl.Choice("all_reduce", MIB, 32, 4, "", "", 118.70))  # the user's row: 8.83 and 17.12 GB/s
+    text = nccltests.write_text(rows)
+    log = nccltests._from_text(text, "small.txt")
+    assert (log.ranks, log.nodes) == (32, 4)
+    pasted = nccltests._from_text("\n".join(line for line in text.splitlines() if "Rank" not in line), "p.txt")
+    assert (pasted.ranks, pasted.nodes) == (33, 1)  # the fallback: the ratio as printed, 17.12 / 8.83
+
+
 def test_noise_on_rows_a_level_does_not_limit_leaves_that_level_where_it_was(tmp_path, capsys):
     """A user's: ±3 % noise on a DGX H100's one-node log moved the ring (under NVLS, LL's cap below it) from 370 to
     265 GB/s, and with a 4-node log 0.7× as fast fitted together, to 191: the node's levels now come from the one-node

@@ -2,9 +2,10 @@
 
 A log says the collective (`# Collective test starting: all_reduce_perf`, or the program in the
 JSON's `args`), the ranks and their hosts (`#  Rank  3 Group  0 Pid … on host-1 device …`), and one
-row per size with time, algbw and busbw, out of place then in place. The ranks are read from
-busbw/algbw where a row has both (nccl-tests' own factor), else from the rank lines; the nodes
-from the distinct hosts. A profile fitted to the logs: `nccltests_fit`.
+row per size with time, algbw and busbw, out of place then in place. The ranks are counted from the
+rank lines, else (a pasted table) read from busbw/algbw (nccl-tests' own factor, rounded as printed: a
+log that stops at 1 MiB read 33 for 32); the nodes from the distinct hosts. A profile fitted to the logs:
+`nccltests_fit`.
 """
 
 from __future__ import annotations
@@ -61,7 +62,7 @@ def read(path: Path, *, nodes: int | None = None, collective: str | None = None)
             raise ConfigError(f"--nccl-tests {str(path)!r} does not say its collective (no '# Collective test "
                               f"starting:' line, and its name holds none of {', '.join(PROGRAMS)}); "
                               "give it with --collective")  # fmt: skip
-        ranks = _ranks_from_rows(collective, log.rows) or log.ranks
+        ranks = log.ranks or _ranks_from_rows(collective, log.rows)  # its rank lines, where it has them
         log = dataclasses.replace(log, collective=collective, ranks=ranks, named=False)
     return dataclasses.replace(log, nodes=nodes) if nodes else log
 
@@ -197,7 +198,7 @@ def _from_json(text: str, path: str) -> Log:
 def _log(path: str, program: str, hosts: list[str], gpu: str, rows: list[Row]) -> Log:
     """The log's fields; its collective "" when the program (or, failing it, the file's name) names none."""
     collective = next((c for name, c in PROGRAMS.items() if name in program), "")
-    ranks = (_ranks_from_rows(collective, rows) if collective else 0) or len(hosts)
+    ranks = len(hosts) or (_ranks_from_rows(collective, rows) if collective else 0)
     return Log(path, collective, ranks, max(1, len(set(hosts))), gpu, tuple(rows))
 
 
