@@ -118,7 +118,7 @@ def test_rows_are_read_where_the_header_puts_their_columns(tmp_path, flags):
               "cputime": "61.20", "algbw": "17.13", "busbw": "32.12", "#wrong": "0"}  # fmt: skip
     row = " ".join(values.get(name, "7.5") for name in names if name != "timestamp") + after  # a date and a time
     lines = ["# Collective test starting: all_reduce_perf", "#", header, row]
-    (tmp_path / "log.txt").write_text("\n".join(lines) + "\n")
+    (tmp_path / "log.txt").write_text("\n".join([*lines, "# Avg bus bandwidth    : 32.12"]) + "\n")
     log = nccltests.read(tmp_path / "log.txt")
     assert [(r.nbytes, r.time_us, r.algbw_gbps, r.busbw_gbps) for r in log.rows] == [(1048576, 61.20, 17.13, 32.12)]
     wrong = row.replace(" 0 ", " 1e+03 ", 1)  # 1000 wrong results out of place, as %g prints them
@@ -222,6 +222,16 @@ def test_the_ranks_are_the_rank_lines_not_busbw_over_algbw_as_rounded():
     assert (log.ranks, log.nodes) == (32, 4)
     pasted = nccltests._from_text("\n".join(line for line in text.splitlines() if "Rank" not in line), "p.txt")
     assert (pasted.ranks, pasted.nodes) == (33, 1)  # the fallback: the ratio as printed, 17.12 / 8.83
+
+
+def test_a_log_cut_at_a_rows_end_is_refused_and_nothing_is_saved(tmp_path, capsys):
+    """A user's `head -50` of a log: whole rows under nccl-tests' header, no footer, its large sizes gone unsaid."""
+    lines = nccltests.write_text(a_log(cluster.load("dgx-h100"), nodes=1)).splitlines()
+    (tmp_path / "cut.txt").write_text("\n".join(lines[:-8]) + "\n")
+    saved = tmp_path / "x.toml"
+    assert cli.main(["predict", "--nccl-tests", str(tmp_path / "cut.txt"), "--save-profile", str(saved)]) == 2
+    err = capsys.readouterr().err
+    assert "looks truncated: no '# Avg bus bandwidth' line after its rows" in err and not saved.exists()
 
 
 def test_noise_on_rows_a_level_does_not_limit_leaves_that_level_where_it_was(tmp_path, capsys):

@@ -81,15 +81,20 @@ def _from_text(text: str, path: str) -> Log:
     program = re.search(r"Collective test starting:\s*(\S+)", text)
     if program:
         _refuse_other_programs(program.group(1), path)
-    hosts, gpu, rows, layout = [], "", [], None
+    hosts, gpu, rows, layout, unended = [], "", [], None, False
     for number, line in enumerate(text.splitlines(), start=1):
         if match := RANK_LINE.match(line):
             hosts.append(match.group(1))
             gpu = gpu or match.group(2).strip()
         elif line.lstrip().startswith("#"):  # a table's header sets the layout; its footer ends it
             layout = None if TABLE_END.match(line) else _header_layout(line) or layout
+            unended = unended and "Avg bus bandwidth" not in line
         elif line.strip() and line.split()[0].isdigit():
             rows.append(_row_from_tokens(line.split(), f"--nccl-tests {path!r} line {number}", layout))
+            unended = layout is not None  # under nccl-tests' header: its footer must follow (a pasted table has none)
+    if unended:  # cut at a row's end (`head`, a job killed mid-run): its largest sizes are missing, unsaid
+        raise ConfigError(f"--nccl-tests {path!r} looks truncated: no '# Avg bus bandwidth' line after its rows; "
+                          "give the whole log")  # fmt: skip
     return _log(path, program.group(1) if program else Path(path).name, hosts, gpu, rows)
 
 
