@@ -234,6 +234,22 @@ def test_a_log_cut_at_a_rows_end_is_refused_and_nothing_is_saved(tmp_path, capsy
     assert "looks truncated: no '# Avg bus bandwidth' line after its rows" in err and not saved.exists()
 
 
+def test_a_log_given_twice_is_refused_and_two_of_one_case_are_warned_of(tmp_path, monkeypatch, capsys):
+    """A user's `--nccl-tests A A B` counted A's rows twice, unsaid; two logs of one case weigh it twice too."""
+    base = cluster.load("dgx-h100")
+    for name, nodes in (("a.txt", 1), ("b.txt", 2), ("c.txt", 2)):
+        (tmp_path / name).write_text(nccltests.write_text(a_log(base, nodes=nodes)))
+    monkeypatch.chdir(tmp_path)
+    sizes = ["--cluster", "dgx-h100", "--nodes", "1", "--sizes", "1GiB"]
+    assert cli.main(["predict", "--nccl-tests", "a.txt", "./a.txt", "b.txt", *sizes]) == 2
+    assert "--nccl-tests './a.txt' is given twice (as 'a.txt' too)" in capsys.readouterr().err
+    assert cli.main(["predict", "--nccl-tests", "a.txt", "b.txt", "c.txt", *sizes]) == 0
+    err = capsys.readouterr().err
+    assert (
+        "logs b.txt, c.txt are each all_reduce on 2 node(s): the fit weighs that case 2×" in err and "a.txt" not in err
+    )
+
+
 def test_noise_on_rows_a_level_does_not_limit_leaves_that_level_where_it_was(tmp_path, capsys):
     """A user's: ±3 % noise on a DGX H100's one-node log moved the ring (under NVLS, LL's cap below it) from 370 to
     265 GB/s, and with a 4-node log 0.7× as fast fitted together, to 191: the node's levels now come from the one-node

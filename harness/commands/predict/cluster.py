@@ -94,6 +94,7 @@ def cluster_from_args(args: argparse.Namespace):
     from harness.perfmodel.clusters import cluster, nccltests, nccltests_fit
 
     logs = []
+    nccl_logs.refuse_repeated(args.nccl_tests or [])
     for path in map(Path, args.nccl_tests or []):  # a log file, or a `ddpbench collectives` run's folder
         if _is_collectives_run(path):
             logs += nccltests.logs_from_collectives(path)
@@ -108,6 +109,7 @@ def cluster_from_args(args: argparse.Namespace):
                             f"program's: read as {log.collective}'s; if it is another collective's, name the file "
                             "after its program (e.g. all_gather_perf.txt)")  # fmt: skip
     nccl_logs.refuse_mixed_gpus(logs)
+    nccl_logs.warn_same_case(logs)
     if args.cluster is not None:
         base = cluster.load(args.cluster)
         refuse_nodes_without_network(base, args)  # before any word about the profile: one line, as every refusal

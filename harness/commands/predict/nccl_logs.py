@@ -1,6 +1,7 @@
 """What `ddpbench predict --nccl-tests` checks in the logs it fits a cluster profile to, said before it predicts: a
 collectives run of CPU processes given as a GPU cluster's, a log of another node shape or GPU than the profile's,
-logs of two GPUs, and a fit pushed to the edge of its search or far from the profile's own figures."""
+logs of two GPUs, a log given twice or two of one case, and a fit pushed to the edge of its search or far from the
+profile's own figures."""
 
 from __future__ import annotations
 
@@ -90,3 +91,25 @@ def refuse_mixed_gpus(logs) -> None:
         (first, one), (second, other) = list(named.items())[:2]
         raise ConfigError(f"--nccl-tests: the logs are of different GPUs ({first!r} in {one}, {second!r} in {other}); "
                           "one profile describes one cluster: fit each cluster's logs on their own")  # fmt: skip
+
+
+def refuse_repeated(paths) -> None:
+    """A log given twice (`--nccl-tests A A B`, or one file by two paths) counts its rows twice in the fit."""
+    seen: dict[Path, str] = {}
+    for path in map(str, paths):
+        if (key := Path(path).resolve()) in seen:
+            raise ConfigError(f"--nccl-tests {path!r} is given twice (as {seen[key]!r} too): its rows would "
+                              "weigh twice in the fit; give each log once")  # fmt: skip
+        seen[key] = path
+
+
+def warn_same_case(logs) -> None:
+    """Two logs of one collective and node count: each row counts, so that case weighs as many times in the fit."""
+    cases: dict[tuple[str, int], list[str]] = {}
+    for log in logs:
+        cases.setdefault((log.collective, log.nodes), []).append(str(log.path))
+    for (collective, nodes), paths in cases.items():
+        if len(paths) > 1:
+            console.warning(f"nccl-tests logs {', '.join(paths)} are each {collective} on {nodes} node(s): the fit "
+                            f"weighs that case {len(paths)}× against the others; give one log a case unless "
+                            "that is meant")  # fmt: skip
