@@ -250,6 +250,23 @@ def test_a_log_given_twice_is_refused_and_two_of_one_case_are_warned_of(tmp_path
     )
 
 
+@pytest.mark.parametrize("collective", ["all_reduce", "all_gather"])
+def test_the_table_predict_prints_reads_back_as_the_same_cluster(tmp_path, capsys, collective):
+    """A user's `predict --cluster dgx-h100 --nodes 4 … > t.txt` could not be fed back: its preamble's "  4 nodes:"
+    line was refused as a row, and stripped, the table read as 32 ranks on one node (it has no '# Rank' lines)."""
+    flags = ["--cluster", "dgx-h100", "--nodes", "4", "--sizes", "1KiB:8GiB", "--collective", collective]
+    assert cli.main(["predict", *flags]) == 0
+    (tmp_path / "t.txt").write_text(capsys.readouterr().out)
+    log = nccltests.read(tmp_path / "t.txt")
+    assert (log.collective, log.ranks, log.nodes, len(log.rows)) == (collective, 32, 4, len(SIZES))
+    fit = nccltests_fit.fit(cluster.load("dgx-h100"), [log], name="back")
+    assert fit.fitted["inter_busbw_gbps"] == pytest.approx(380, rel=0.01) and fit.worst < 0.01
+    assert cli.main(["predict", *flags[:2], "--nodes", "1,2", "--sizes", "1MiB"]) == 0
+    (tmp_path / "two.txt").write_text(capsys.readouterr().out)
+    with pytest.raises(ConfigError, match=r"holds predict's tables of 2 cases \(all_reduce on 1 node\(s\), all_red"):
+        nccltests.read(tmp_path / "two.txt")
+
+
 def test_noise_on_rows_a_level_does_not_limit_leaves_that_level_where_it_was(tmp_path, capsys):
     """A user's: ±3 % noise on a DGX H100's one-node log moved the ring (under NVLS, LL's cap below it) from 370 to
     265 GB/s, and with a 4-node log 0.7× as fast fitted together, to 191: the node's levels now come from the one-node
@@ -287,13 +304,13 @@ def test_predict_cluster_prints_nccl_tests_rows_and_writes_them(tmp_path, capsys
     printed = capsys.readouterr().out
     assert code == 0
     assert "# dgx-h200: all_reduce on 2 node(s) × 8 GPUs = 16 ranks" in printed
-    assert "docs/measured/cluster-model.md):\n  1 node: 1 table, 14 of 14 sizes within 25 %" in printed  # how sure
+    assert "docs/measured/cluster-model.md):\n#   1 node: 1 table, 14 of 14 sizes within 25 %" in printed  # how sure
     assert cli.main(["predict", "--cluster", "dgx-h100", "--nodes", "1,2", "--sizes", "1MiB"]) == 0
     lines = capsys.readouterr().out.splitlines()
     at = next(k for k, line in enumerate(lines) if "against published nccl-tests" in line)
-    phrases = lines[at + 1 : at + 4]  # a line each: the node counts asked, then the others
-    assert [phrase.split()[0] for phrase in phrases[:2]] == ["1", "2"] and not lines[at + 4].startswith("  ")
-    assert phrases[2] == "  tables of 4, 8, 128 nodes too: without --nodes"
+    phrases = lines[at + 1 : at + 4]  # a line each: the node counts asked, then the others (behind '#': a log)
+    assert [phrase.split()[1] for phrase in phrases[:2]] == ["1", "2"] and not lines[at + 4].startswith("#   ")
+    assert phrases[2] == "#   tables of 4, 8, 128 nodes too: without --nodes"
     mine = tmp_path / "mine.toml"  # a user's own profile says it was not checked
     mine.write_text((cluster.BUILTIN_FOLDER / "dgx-h200.toml").read_text())
     assert cli.main(["predict", "--cluster", str(mine), "--nodes", "1", "--sizes", "1MiB"]) == 0

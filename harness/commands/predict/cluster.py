@@ -130,7 +130,8 @@ def cluster_from_args(args: argparse.Namespace):
         console.say(f"ddpbench predict: the logs' GPU is {logs[0].gpu!r}: starting from the built-in {guess}")
         base = cluster.load(guess)
     if not logs:
-        published.say_published_check(base, args.collective, nodes=node_counts(args) if args.nodes else None)
+        published.say_published_check(base, args.collective, nodes=node_counts(args) if args.nodes else None,
+                                      table=is_collective_table(args))  # fmt: skip
         published.warn_beyond_published(base, node_counts(args))
         if base.fitted_to:  # a fit saved before (--save-profile): what it rests on, and how far it reaches
             console.say(f"ddpbench predict: {base.path}: a profile fitted to {base.fitted_to} (not checked "

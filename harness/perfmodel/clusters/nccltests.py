@@ -67,6 +67,8 @@ def read(path: Path, *, nodes: int | None = None, collective: str | None = None)
     return dataclasses.replace(log, nodes=nodes) if nodes else log
 
 
+PREDICTED_TITLE = re.compile(rf"#\s*\S.*: ({'|'.join(PROGRAMS.values())}) on (\d+) node\(s\) × \d+ GPUs = (\d+) ranks")
+"""`predict --cluster`'s title above each node count's table (console.predictions.cluster_collectives)."""
 RANK_LINE = re.compile(r"#\s+Rank\s+\d+\s+Group\s+\d+\s+Pid\s+\d+\s+on\s+(\S+)\s+device\s+\d+\s+\[[^\]]*\]\s*(.*)")
 
 
@@ -81,9 +83,11 @@ def _from_text(text: str, path: str) -> Log:
     program = re.search(r"Collective test starting:\s*(\S+)", text)
     if program:
         _refuse_other_programs(program.group(1), path)
-    hosts, gpu, rows, layout, unended = [], "", [], None, False
+    hosts, gpu, rows, layout, unended, titles = [], "", [], None, False, []
     for number, line in enumerate(text.splitlines(), start=1):
-        if match := RANK_LINE.match(line):
+        if match := PREDICTED_TITLE.match(line):
+            titles.append((match.group(1), int(match.group(2)), int(match.group(3))))
+        elif match := RANK_LINE.match(line):
             hosts.append(match.group(1))
             gpu = gpu or match.group(2).strip()
         elif line.lstrip().startswith("#"):  # a table's header sets the layout; its footer ends it
@@ -92,7 +96,16 @@ def _from_text(text: str, path: str) -> Log:
         elif line.strip() and line.split()[0].isdigit():
             rows.append(_row_from_tokens(line.split(), f"--nccl-tests {path!r} line {number}", layout))
             unended = layout is not None  # under nccl-tests' header: its footer must follow (a pasted table has none)
-    if unended:  # cut at a row's end (`head`, a job killed mid-run): its largest sizes are missing, unsaid
+    if titles and not hosts:  # `ddpbench predict --cluster`'s own table: its title says the ranks and nodes
+        if len(set(titles)) > 1:
+            raise ConfigError(f"--nccl-tests {path!r} holds predict's tables of {len(set(titles))} cases "
+                              f"({', '.join(f'{c} on {n} node(s)' for c, n, _ in dict.fromkeys(titles))}): give "
+                              "one a file (predict --nodes N)")  # fmt: skip
+        collective, nodes, ranks = titles[0]
+        hosts = [f"node-{rank * nodes // ranks}" for rank in range(ranks)]
+        if not program:
+            return _log(path, {c: p for p, c in PROGRAMS.items()}[collective], hosts, gpu, rows)
+    elif unended:  # cut at a row's end (`head`, a job killed mid-run): its largest sizes are missing, unsaid
         raise ConfigError(f"--nccl-tests {path!r} looks truncated: no '# Avg bus bandwidth' line after its rows; "
                           "give the whole log")  # fmt: skip
     return _log(path, program.group(1) if program else Path(path).name, hosts, gpu, rows)

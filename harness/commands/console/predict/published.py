@@ -4,7 +4,8 @@ was fitted to (warned of, not refused)."""
 
 from __future__ import annotations
 
-from harness.commands.console import once, say, warning
+from harness.commands.console import once, warning
+from harness.commands.console import say as _say
 
 
 def warn_beyond_published(chosen, nodes: list[int]) -> None:
@@ -38,9 +39,14 @@ def _counts_text(counts: list[int]) -> str:
     return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
 
 
-def say_published_check(chosen, collective: str, *, nodes: list[int] | None) -> None:
-    """How far a built-in profile was from the published tables of its GPU, per node count of `nodes` (None: all)."""
+def say_published_check(chosen, collective: str, *, nodes: list[int] | None, table: bool = False) -> None:
+    """How far a built-in profile was from the published tables of its GPU, per node count of `nodes` (None: all).
+    `table`: above a collectives table, each line behind '#' as the table's own, so that the output read back by
+    `--nccl-tests` is the table alone."""
     from harness.perfmodel.clusters import cluster, published
+
+    def say(line: str) -> None:
+        _say(f"# {line}" if table else line)
 
     if checks := published.published_checks(chosen):  # a line each node count asked, then the others named
         asked = [c for c in checks if nodes is None or c["nodes"] in nodes]
