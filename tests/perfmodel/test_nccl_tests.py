@@ -281,6 +281,10 @@ def test_noise_on_rows_a_level_does_not_limit_leaves_that_level_where_it_was(tmp
         assert fit.fitted["intra_busbw_gbps"] == pytest.approx(370, rel=0.03) and fit.worst < 0.5
         assert fit.fitted["nvls_busbw_gbps"] == pytest.approx(480, rel=0.03)
     assert fit.fitted["inter_busbw_gbps"] == pytest.approx(380 * 0.7, rel=0.1)
+    # what a saved fit says of itself: its description the logs and the base, a held level's source its own and why
+    assert fit.cluster.description == f"{base.description}; fitted from dgx-h100 to nccl-tests logs n1.txt, n4.txt"
+    held = fit.cluster.sources["intra.busbw_gbps"]
+    assert held.startswith(base.sources["intra.busbw_gbps"]) and held.endswith("n4.txt: no row limited by it")
     cli.main(["predict", "--nccl-tests", *map(str, [tmp_path / "n1.txt"]), "--cluster", "dgx-h100", "--nodes", "1",
               "--sizes", "1MiB"])  # fmt: skip
     assert "intra_busbw_gbps 370 held (no row limited by it), nvls_busbw_gbps 480 → 4" in capsys.readouterr().out

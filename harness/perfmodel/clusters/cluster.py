@@ -258,8 +258,8 @@ def to_toml(profile: Cluster) -> str:
     a TOML library: the standard library reads TOML but does not write it, and a profile is flat strings, numbers
     and one list. Strings are JSON's, which TOML's basic strings read the same."""
     text = _toml_string
-    headline = f"{profile.description or profile.name}" + (f": fitted to {profile.fitted_to}" if profile.fitted_to
-                                                            else "")  # fmt: skip
+    headline = f"{profile.name}: fitted to {profile.fitted_to}" if profile.fitted_to else profile.description
+    headline = headline or profile.name
     headline = "".join(c for c in " ".join(headline.split()) if c.isprintable())  # a comment: one line, no controls
     lines = [f"# {headline}",
              f"name = {text(profile.name)}", f"description = {text(profile.description)}",

@@ -68,7 +68,7 @@ def fit(base: Cluster, logs: Sequence[Log], *, name: str) -> Fit:
         for log, row in points
     )
     found = Fit(cluster, fitted, errors, tuple(held))
-    return dataclasses.replace(found, cluster=_said_fitted(cluster, logs, found))
+    return dataclasses.replace(found, cluster=_said_fitted(cluster, logs, found, base=base))
 
 
 def _points(logs: Sequence[Log]) -> list[tuple[Log, Row]]:
@@ -157,13 +157,19 @@ SOURCE_KEYS = {"intra_busbw_gbps": "intra.busbw_gbps", "nvls_busbw_gbps": "intra
 """A fitted field's key in a profile's [sources]: where its number now comes from."""
 
 
-def _said_fitted(cluster: Cluster, logs: Sequence[Log], found: Fit) -> Cluster:
+def _said_fitted(cluster: Cluster, logs: Sequence[Log], found: Fit, *, base: Cluster) -> Cluster:
     """The fitted profile with each fitted number's source the logs (and the fit's error), not the base
-    profile's datasheet: a page that shows the profile says where its numbers came from."""
+    profile's datasheet (a level held, its own source and why it was held), and its description the base's
+    with what it was fitted to: a page or a saved file that shows the profile says where its numbers came from."""
     names = ", ".join(dict.fromkeys(Path(log.path).name for log in logs))
     said = (
         f"{len(logs)} nccl-tests log(s) of up to {max(log.nodes for log in logs)} node(s) ({names}): busbw "
         f"error on their rows ≥ {FIT_MIN_BYTES // 1024} KiB mean {found.mean_abs:.1%}, worst {found.worst:.1%}"
     )
     sources = {**cluster.sources, **{SOURCE_KEYS[f]: f"fitted to {said}" for f in found.fitted}}
-    return dataclasses.replace(cluster, sources=sources, fitted_to=said, fitted_nodes=max(log.nodes for log in logs))
+    for field in found.held:
+        own = cluster.sources.get(SOURCE_KEYS[field], "")
+        sources[SOURCE_KEYS[field]] = f"{own}; held at {base.name}'s value by the fit to {names}: no row limited by it"
+    description = f"{base.description or base.name}; fitted from {base.name} to nccl-tests logs {names}"
+    return dataclasses.replace(cluster, sources=sources, fitted_to=said, fitted_nodes=max(log.nodes for log in logs),
+                               description=description)  # fmt: skip
