@@ -12,6 +12,7 @@ from harness.commands import console
 from harness.commands.bench import EXIT_SIGNAL, StopSignals, Terminated
 from harness.commands.console import invoked, predictions
 from harness.config.bench import DEVICES, ConfigError
+from harness.results.values import counted
 
 
 def collectives_config(args: argparse.Namespace, *, command: tuple[str, ...]):
@@ -100,7 +101,7 @@ def _warn_if_cores_shared(config) -> None:
 
     cores = available_cpus()
     if config.device == "cpu" and config.gpus > cores:
-        console.warning(f"{config.gpus} ranks on {cores} CPU core(s): ranks take turns on the cores, so the "
+        console.warning(f"{config.gpus} ranks on {counted(cores, 'CPU core')}: ranks take turns on the cores, so the "
                         "larger world sizes' bandwidth and contention include waiting for a core")  # fmt: skip
 
 

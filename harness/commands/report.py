@@ -9,6 +9,7 @@ import functools
 from harness.commands import console
 from harness.config.bench import ConfigError
 from harness.results.layout import check_output_folder, check_runs_folder
+from harness.results.values import counted
 
 
 def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
@@ -63,7 +64,7 @@ def _build(args: argparse.Namespace, status) -> int:
         console.say(f"  collectives {run_id}: {page}")
     if kept := write_kept_comparisons(args.results, args.out):  # each `compare` kept beside the runs, listed
         site.refresh_index(args.out)
-        console.say(f"  {kept} comparison(s): {args.out}/compare/")
+        console.say(f"  {counted(kept, 'comparison')}: {args.out}/compare/")
     on = f"what-if pages on {chosen.name}" if chosen is not None else "no what-if pages"
     console.say(f"report: {built.index} ({on}: {whence})")
     return 0

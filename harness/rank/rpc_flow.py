@@ -44,6 +44,7 @@ from harness.measure.training import OPTIMIZERS, build_model, forward_precision,
 from harness.parity import reference
 from harness.protocols import ParameterServer, missing_members
 from harness.rank.dist import Session
+from harness.results.values import counted
 
 SERVER_NAME = "parameter_server"
 RPC_TIMEOUT_S = 120.0
@@ -284,7 +285,7 @@ def _reference(
 
 def _check_parity(cfg: Configuration, final_state, *, trainers: int, device: torch.device) -> ParityVerdict:
     semantics = (
-        f"against the parameter-server reference (dense part: mean over {trainers} trainer(s); "
+        f"against the parameter-server reference (dense part: mean over {counted(trainers, 'trainer')}; "
         f"remote part: one {cfg.optimizer} update per trainer), updates compared"
     )
     try:

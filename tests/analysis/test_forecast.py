@@ -474,7 +474,7 @@ def test_unmeasured_steps_take_as_long_over_their_floor_as_earlier_steps_like_th
     said = capsys.readouterr().out
     assert said.startswith(f"ddpbench: about {minutes_text(31 + low)} to {minutes_text(31 + high)} here in all = "
                            f"about {minutes_text(low)} to {minutes_text(high)} of steps (the configuration: at least "
-                           "19 s by their FLOPs at this CPU's best fp32 matmul, 0.01 GFLOP/s on a rank's 1 thread(s), "
+                           "19 s by their FLOPs at this CPU's best fp32 matmul, 0.01 GFLOP/s on a rank's 1 thread, "
                            "timed now; steps earlier runs here measured (as many ranks, within 10× their FLOPs) ran "
                            "1-1.6× theirs) + about 31 s of fixed cost")  # fmt: skip
     # one rank: the steps cpu_run measured at w1 (8.2, 9.9 and 12.2 ms), not w2's

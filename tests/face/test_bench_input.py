@@ -185,7 +185,7 @@ def test_collectives_warns_when_its_ranks_outnumber_the_cores(capsys, monkeypatc
 
     monkeypatch.setattr(ranks, "available_cpus", lambda: 2)
     collectives._warn_if_cores_shared(types.SimpleNamespace(device="cpu", gpus=3))
-    assert "3 ranks on 2 CPU core(s): ranks take turns on the cores" in capsys.readouterr().err
+    assert "3 ranks on 2 CPU cores: ranks take turns on the cores" in capsys.readouterr().err
     collectives._warn_if_cores_shared(types.SimpleNamespace(device="cpu", gpus=2))
     assert capsys.readouterr().err == ""
 

@@ -34,7 +34,7 @@ def test_more_ranks_than_cores_is_a_warning_naming_both(capsys, monkeypatch):
                            configurations=[_configuration(w) for w in (1, 2, 4, 8, 16, 32, 64)])  # fmt: skip
     plan_lines.say_plan(plan, requested_dtype="auto")
     err = capsys.readouterr().err
-    assert err == ("ddpbench: warning: 64 ranks per node on 2 CPU core(s): ranks take turns on the cores, so the "
+    assert err == ("ddpbench: warning: 64 ranks per node on 2 CPU cores: ranks take turns on the cores, so the "
                    "larger world sizes' steps include waiting (report: 'Cores shared')\n")  # fmt: skip
     plan.configurations = plan.configurations[:2]
     plan_lines.say_plan(plan, requested_dtype="auto")
@@ -130,7 +130,7 @@ def test_a_busy_machine_is_warned_of_before_a_cpu_run(capsys, monkeypatch):
                            configurations=[_configuration(w) for w in (1, 2)])  # fmt: skip
     plan_lines.say_plan(plan, requested_dtype="auto")
     err = capsys.readouterr().err
-    assert err.startswith("ddpbench: warning: this machine is busy (load 3.5 on 2 core(s)): the ranks share its cores")
+    assert err.startswith("ddpbench: warning: this machine is busy (load 3.5 on 2 cores): the ranks share its cores")
     assert err.count("\n") == 1
 
 
@@ -178,7 +178,7 @@ def test_a_full_size_whose_ranks_would_not_fit_the_host_is_said_before_the_run(c
     assert cli.main(["bench", "--dry-run", *flags]) == 0
     err = capsys.readouterr().err
     assert ("warning: mlp/full: a DDP rank holds about 5.02 GiB here (parameters, gradients, DDP's buckets, Adam's "
-            "moments and activations, counted on the meta device), 10 GiB for 2 rank(s); this machine has 8 GiB "
+            "moments and activations, counted on the meta device), 10 GiB for 2 ranks; this machine has 8 GiB "
             "available: its ranks would be killed for memory") in err  # fmt: skip
     monkeypatch.setattr(plan, "available_bytes", lambda: 16 * 2**30)
     assert cli.main(["bench", "--dry-run", *flags]) == 0 and "killed for memory" not in capsys.readouterr().err

@@ -187,7 +187,7 @@ def test_a_comparison_is_kept_with_the_runs_and_any_site_built_later_has_its_pag
     assert f"(no site built in {tmp_path / 'site'} lists it)" in out.out  # compare's --out: no index there
     assert store.list_runs(tmp_path / "r") == [tmp_path / "r" / "new", tmp_path / "r" / "base"]  # not a run
     assert cli.main(["report", "--results", str(tmp_path / "r"), "--out", str(tmp_path / "other")]) == 0
-    assert "1 comparison(s)" in capsys.readouterr().out
+    assert "1 comparison:" in capsys.readouterr().out
     page = (tmp_path / "other" / "compare" / "base_vs_new.html").read_text()
     said = "Slower: 1 of 1 matched configuration(s) significantly slower: w2 mlp/tiny stock 1.50× (95% CI 1.49–1.51)"
     assert f"{said} (exit 1)." in page  # what the gate read

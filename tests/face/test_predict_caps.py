@@ -90,7 +90,7 @@ def test_a_profile_measured_now_on_a_busy_or_noisy_machine_says_so(capsys, monke
     monkeypatch.setattr(ranks, "available_cpus", lambda: 2)
     monkeypatch.setattr(os, "getloadavg", lambda: (4.5, 4.0, 3.0))
     profiling.warn_if_busy()
-    assert "this machine is busy (load 4.5 on 2 core(s)): the profile measured now shares its cores" in (
+    assert "this machine is busy (load 4.5 on 2 cores): the profile measured now shares its cores" in (
         capsys.readouterr().err
     )
     profiling.warn_if_noisy([0.010, 0.011, 0.030])
@@ -122,5 +122,5 @@ def test_a_profile_measured_now_on_the_cpu_gets_a_ranks_share_of_the_cores(capsy
     monkeypatch.setattr(ranks, "available_cpus", lambda: 8)
     monkeypatch.setattr(gradient_profile, "_measure_profile", spy)
     assert cli.main(["predict", "--workload", "mlp", "--size", "tiny", "--gpus", "4", "--busbw", "1GB/s"]) == 0
-    assert given == [2] and "here on cpu with 2 thread(s)" in capsys.readouterr().out
+    assert given == [2] and "here on cpu with 2 threads" in capsys.readouterr().out
     assert torch.get_num_threads() == before

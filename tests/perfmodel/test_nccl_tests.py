@@ -201,10 +201,10 @@ def test_logs_at_one_and_two_nodes_fit_the_node_and_the_network_together(tmp_pat
         logs.append(nccltests.read(tmp_path / f"n{nodes}.txt"))
     fit = nccltests_fit.fit(base, logs, name="both")
     # the fitted profile says where its numbers now come from: the logs, with the fit's error, to 2 nodes
-    assert fit.cluster.fitted_nodes == 2 and "2 nccl-tests log(s) of up to 2 node(s) (n1.txt, n2.txt)" in (
+    assert fit.cluster.fitted_nodes == 2 and "2 nccl-tests logs of up to 2 nodes (n1.txt, n2.txt)" in (
         fit.cluster.fitted_to
     )
-    assert fit.cluster.sources["inter.busbw_gbps"].startswith("fitted to 2 nccl-tests log(s)")
+    assert fit.cluster.sources["inter.busbw_gbps"].startswith("fitted to 2 nccl-tests logs")
     assert fit.cluster.sources["gpus_per_node"] == base.sources["gpus_per_node"]  # what was not fitted keeps its own
     assert set(fit.fitted) >= {"intra_busbw_gbps", "nvls_busbw_gbps", "inter_busbw_gbps", "inter_latency_us"}
     for field in ("intra_busbw_gbps", "nvls_busbw_gbps", "inter_busbw_gbps"):  # each level where it was made
@@ -245,9 +245,7 @@ def test_a_log_given_twice_is_refused_and_two_of_one_case_are_warned_of(tmp_path
     assert "--nccl-tests './a.txt' is given twice (as 'a.txt' too)" in capsys.readouterr().err
     assert cli.main(["predict", "--nccl-tests", "a.txt", "b.txt", "c.txt", *sizes]) == 0
     err = capsys.readouterr().err
-    assert (
-        "logs b.txt, c.txt are each all_reduce on 2 node(s): the fit weighs that case 2×" in err and "a.txt" not in err
-    )
+    assert "logs b.txt, c.txt are each all_reduce on 2 nodes: the fit weighs that case 2×" in err and "a.txt" not in err
 
 
 @pytest.mark.parametrize("collective", ["all_reduce", "all_gather"])
@@ -345,7 +343,7 @@ def test_the_what_if_page_of_a_fitted_profile_names_the_logs_and_how_far_they_re
     (tmp_path / "n2.txt").write_text(nccltests.write_text(a_log(base, nodes=2)))
     fitted = nccltests_fit.fit(base, [nccltests.read(tmp_path / "n2.txt")], name="mine").cluster
     section = whatif_memory.published_section(fitted)
-    assert "<h2>Against your logs</h2>" in section and "1 nccl-tests log(s) of up to 2 node(s) (n2.txt)" in section
+    assert "<h2>Against your logs</h2>" in section and "1 nccl-tests log of up to 2 nodes (n2.txt)" in section
     assert "Beyond 2 nodes, the predictions carry the fitted network past what your logs measured" in section
     best = pd.DataFrame({"nodes": [1, 2, 4, 128]})
     assert "on 4 to 128 nodes the fitted network is carried past what they measured" in whatif._unchecked(fitted, best)
@@ -370,7 +368,7 @@ def test_a_fit_saved_once_is_used_by_name_with_what_it_rests_on(tmp_path, capsys
     assert loaded.inter_busbw_gbps == fitted.inter_busbw_gbps and loaded.sources == fitted.sources
     assert (loaded.fitted_to, loaded.fitted_nodes) == (fitted.fitted_to, 2) and not cluster.is_builtin(loaded)
     assert loaded.name == "ours"  # its file's stem: what --cluster ours.toml,dgx-h200's tables and prices name it
-    assert f"{saved}: a profile fitted to 1 nccl-tests log(s) of up to 2 node(s) (n2.json): busbw error" in captured.out
+    assert f"{saved}: a profile fitted to 1 nccl-tests log of up to 2 nodes (n2.json): busbw error" in captured.out
     assert "a profile of your own" not in captured.out  # not 'not checked …; --nccl-tests fits it': it was
     assert "on 4 nodes the fitted network is carried past what was measured" in captured.err
 
@@ -718,7 +716,7 @@ def test_predict_on_a_cluster_gives_the_step_per_cap_of_a_runs_profile(small_run
         (["--cluster", "fast.toml"], "intra.busbw_gbps = 4000 GB/s is more than the GPU's links carry"),
         (["--cluster", "nvls.toml"], "has nvls, nvlstree, which needs NVSwitch (NVLink SHARP), but intra.fabric is"),
         (["--cluster", "scale.toml"], "latency_scale = 'fast' is not valid; give a number > 0"),
-        (["--cluster", "bps.toml"], "inter.busbw_gbps = 1.92e+11 GB/s is more than 8 NIC(s) of 200 Gb/s can carry"),
+        (["--cluster", "bps.toml"], "inter.busbw_gbps = 1.92e+11 GB/s is more than 8 NICs of 200 Gb/s can carry"),
         (["--cluster", "alone.toml", "--nodes", "1,2"], "--nodes 1,2: cluster profile alone.toml has no network"),
         (["--cluster", "fitted.toml"], "fitted_nodes = 1.5 is not valid"),
         (["--cluster", "dgx-h100", "--save-profile", "fit.toml"], "--save-profile 'fit.toml' needs --nccl-tests"),
@@ -820,7 +818,7 @@ def test_a_collectives_run_is_fitted_like_a_log(tmp_path, capsys):
     code = cli.main(["predict", "--cluster", "dgx-h100", "--nccl-tests", str(run), "--nodes", "1", "--sizes", "8GiB"])
     printed, warned = capsys.readouterr()
     assert code == 0 and "CPU processes" not in warned
-    assert "coll/all_reduce-w8: all_reduce, 8 ranks on 1 node(s)" in printed
+    assert "coll/all_reduce-w8: all_reduce, 8 ranks on 1 node," in printed
     assert "nvls_busbw_gbps 480 → 40" in printed  # 400, fitted from the built-in's 480
     assert "worst +0.0%" in printed or "worst -0.0%" in printed
     meta = json.loads((run / "run.json").read_text())
@@ -861,7 +859,7 @@ def test_predictions_past_what_was_checked_or_fitted_say_so(tmp_path, capsys):
     assert cli.main(["predict", "--nccl-tests", str(tmp_path / "n1.json"), "--nodes", "1,2", "--sizes", "1MiB"]) == 0
     captured = capsys.readouterr()
     assert "the logs are of one node: on 2 nodes the network between nodes is dgx-h100's own values" in captured.err
-    assert "# dgx-h100 fitted to 1 nccl-tests log(s) of 1 node: all_reduce on 2 node(s)" in captured.out
+    assert "# dgx-h100 fitted to 1 nccl-tests log of 1 node: all_reduce on 2 node(s)" in captured.out
     a100 = nccl_tests_json(a_log(cluster.load("dgx-a100"), nodes=1), gpu="NVIDIA A100-SXM4-80GB")
     (tmp_path / "a100.json").write_text(a100)
     flags = ["--nodes", "1", "--sizes", "1MiB"]
@@ -904,7 +902,7 @@ def test_a_log_whose_nodes_are_not_the_profiles_is_warned_of(tmp_path, capsys):
     asked = ["--cluster", "dgx-h100", "--sizes", "1GiB"]
     assert cli.main(["predict", "--nccl-tests", str(tmp_path / "onehost.txt"), "--nodes", "1", *asked]) == 0
     err = capsys.readouterr().err
-    assert "onehost.txt: 16 ranks on 1 node(s), 16 a node, where dgx-h100 has 8 GPUs a node" in err
+    assert "onehost.txt: 16 ranks on 1 node, 16 a node, where dgx-h100 has 8 GPUs a node" in err
     assert "its '# Rank' lines must name their hosts" in err
     (tmp_path / "fine.txt").write_text(nccltests.write_text(a_log(cluster.load("dgx-h100"), nodes=2)))
     assert cli.main(["predict", "--nccl-tests", str(tmp_path / "fine.txt"), "--nodes", "2", *asked]) == 0

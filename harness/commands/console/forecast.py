@@ -12,6 +12,7 @@ import dataclasses
 
 from harness.commands.console import fixed_cost_parts, say, warning
 from harness.config.ranks import available_cpus
+from harness.results.values import counted
 
 
 @dataclasses.dataclass(frozen=True)
@@ -348,7 +349,8 @@ def _best_pace(cfg, *, threads: int) -> tuple[float | None, str]:
         rate = cpu_flops_per_s(threads, dtype)
         return (
             rate,
-            f"this CPU's best {dtype} matmul, {rate / 1e9:.3g} GFLOP/s on a rank's {threads} thread(s), timed now",
+            f"this CPU's best {dtype} matmul, {rate / 1e9:.3g} GFLOP/s on a rank's {counted(threads, 'thread')}, "
+            "timed now",
         )
     import torch
 

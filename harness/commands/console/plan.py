@@ -28,7 +28,7 @@ def say_plan(plan, *, requested_dtype: str, grows: bool = False, dry: bool = Fal
             available_cpus(),
         )
         if ranks > cores:
-            warning(f"{ranks} ranks per node on {cores} CPU core(s): ranks take turns on the cores, "
+            warning(f"{ranks} ranks per node on {counted(cores, 'CPU core')}: ranks take turns on the cores, "
                     "so the larger world sizes' steps include waiting (report: 'Cores shared')")  # fmt: skip
         warn_if_busy(busy)
     else:
@@ -141,7 +141,7 @@ def warn_beyond_host_memory(configurations) -> None:
             label = cfg.workload if mine else f"{cfg.workload}/{cfg.size}"
             warning(f"{label}: a DDP rank holds about {rank / 2**30:.3g} GiB here "
                     f"({', '.join(parts[:-1])} and {parts[-1]}, counted on the meta device), "
-                    f"{rank * ranks / 2**30:.3g} GiB for {ranks} rank(s); this machine has "
+                    f"{rank * ranks / 2**30:.3g} GiB for {counted(ranks, 'rank')}; this machine has "
                     f"{available / 2**30:.3g} GiB available: its ranks would be killed for memory (ZeRO and FSDP "
                     f"hold less; {smaller})")  # fmt: skip
 

@@ -182,8 +182,8 @@ def _bucket_sizes_error(errors) -> str:
 def nccl_fit(fit, logs, base) -> None:
     """What the fit read, what it moved from `base`'s values (and held: no row limited by it), and its error."""
     for log in logs:
-        say(f"ddpbench predict: nccl-tests log {log.path}: {log.collective}, {log.ranks} ranks on {log.nodes} "
-              f"node(s), {len(log.rows)} rows")  # fmt: skip
+        say(f"ddpbench predict: nccl-tests log {log.path}: {log.collective}, {log.ranks} ranks on "
+              f"{counted(log.nodes, 'node')}, {len(log.rows)} rows")  # fmt: skip
     held = " held (no row limited by it)"
     moved = ", ".join(f"{field} {getattr(base, field):.4g}{held if field in fit.held else f' → {value:.4g}'}"
                       for field, value in fit.fitted.items())  # fmt: skip

@@ -4,6 +4,7 @@ progress, a machine too busy to measure on (said before a CPU bench run too), st
 from __future__ import annotations
 
 from harness.commands.console import say, warning
+from harness.results.values import counted
 
 PROFILE_ON_A_BUSY_MACHINE = (
     "the profile measured now shares its cores, and every step predicted from it is as "
@@ -20,7 +21,7 @@ def warn_if_busy(consequence: str = PROFILE_ON_A_BUSY_MACHINE) -> None:
 
     load, cores = os.getloadavg()[0], available_cpus()
     if load > cores:
-        warning(f"this machine is busy (load {load:.1f} on {cores} core(s)): {consequence}")
+        warning(f"this machine is busy (load {load:.1f} on {counted(cores, 'core')}): {consequence}")
 
 
 def warn_if_noisy(seconds: list[float]) -> None:

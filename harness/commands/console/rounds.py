@@ -18,6 +18,7 @@ from harness.commands import console
 from harness.commands.console import duration_text
 from harness.commands.console.invoked import resume_hint
 from harness.commands.console.progress import Progress
+from harness.results.values import counted
 
 NAMED_UP_TO = 2
 """Up to this many open verdicts, a round's line names each with its estimate so far: what the round changed."""
@@ -130,7 +131,7 @@ def round_words(standing, next_round: list, decided_before, given_up_before) -> 
     running = [v for v in still if not v.given_up]
     count = f"{len(running)} of {len(standing.verdicts)} open"
     count += f", {len(still) - len(running)} given up" if len(running) < len(still) else ""
-    return "; ".join(news), count, f"{len(next_round)} more configuration run(s){time_words(standing)}"
+    return "; ".join(news), count, f"{counted(len(next_round), 'more configuration run')}{time_words(standing)}"
 
 
 def time_words(standing, *, short: bool = False) -> str:

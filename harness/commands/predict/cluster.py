@@ -19,6 +19,7 @@ from harness.commands.predict import DEFAULT_COLLECTIVE_NODES, DEFAULT_NODES, DE
 from harness.commands.predict import full_size as predict_full_size
 from harness.commands.predict import inputs as predict_input
 from harness.config.bench import ConfigError
+from harness.results.values import counted
 
 
 def wanted(args: argparse.Namespace) -> bool:
@@ -140,7 +141,7 @@ def cluster_from_args(args: argparse.Namespace):
         return base
     nccl_logs.warn_if_other_gpu(base, logs)
     nccl_logs.warn_other_node_shape(base, logs)
-    name = f"{base.name} fitted to {len(logs)} nccl-tests log(s) of {_nodes_text(logs)}"
+    name = f"{base.name} fitted to {counted(len(logs), 'nccl-tests log')} of {_nodes_text(logs)}"
     if args.save_profile:  # a file's: its stem, a name for tables, prose and --gpu-hour-price (fitted_to says the rest)
         name = Path(args.save_profile).stem
     fitted = nccltests_fit.fit(base, logs, name=name)

@@ -15,6 +15,7 @@ from harness.commands.console import invoked, predictions
 from harness.commands.console.progress import Status
 from harness.commands.predict import bookings, cluster, each_cluster, full_size, gradient_profile, inputs
 from harness.config.bench import SIZE_CHOICES, ConfigError
+from harness.results.values import counted
 
 DEFAULT_WORLD = 8
 
@@ -264,8 +265,8 @@ def _measured_now(args: argparse.Namespace, given, *, device):
     threads = threads_per_rank(device="cpu", max_local_ranks=world, cpu_count=available_cpus()) \
         if device.type == "cpu" else None  # fmt: skip
     console.say(f"ddpbench predict: profiling {setup['workload']}/{setup['size']} (batch {setup['batch_size']}, "
-                f"{setup['optimizer']}) here on {device.type} with {threads or torch.get_num_threads()} "
-                "thread(s)…")  # fmt: skip
+                f"{setup['optimizer']}) here on {device.type} with "
+                f"{counted(threads or torch.get_num_threads(), 'thread')}…")  # fmt: skip
     rows = gradient_profile._measure_profile(setup, device=device, threads=threads, steps=args.profile_steps)
     profile = profile_from_rows(pd.DataFrame(rows))
     predictions.predict_profile(setup, profile, f"profile measured now on {device.type}")

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from harness.commands import console
 from harness.config.bench import ConfigError
+from harness.results.values import counted
 
 
 def warn_if_not_gpus(run: Path) -> None:
@@ -31,9 +32,9 @@ def warn_other_node_shape(base, logs) -> None:
             continue
         hint = ("if it ran on several nodes, its '# Rank' lines must name their hosts" if per_node > base.gpus_per_node
                 else "a profile of nodes that size (its gpus_per_node) fits it as measured")  # fmt: skip
-        console.warning(f"nccl-tests log {log.path}: {log.ranks} ranks on {log.nodes} node(s), {per_node:g} a node, "
-                        f"where {base.name} has {base.gpus_per_node} GPUs a node; it is fitted as {base.name}'s "
-                        f"nodes: {hint}")  # fmt: skip
+        console.warning(f"nccl-tests log {log.path}: {log.ranks} ranks on {counted(log.nodes, 'node')}, "
+                        f"{per_node:g} a node, where {base.name} has {base.gpus_per_node} GPUs a node; it is fitted "
+                        f"as {base.name}'s nodes: {hint}")  # fmt: skip
 
 
 FAR_MOVED = 3.0
@@ -110,6 +111,6 @@ def warn_same_case(logs) -> None:
         cases.setdefault((log.collective, log.nodes), []).append(str(log.path))
     for (collective, nodes), paths in cases.items():
         if len(paths) > 1:
-            console.warning(f"nccl-tests logs {', '.join(paths)} are each {collective} on {nodes} node(s): the fit "
-                            f"weighs that case {len(paths)}× against the others; give one log a case unless "
+            console.warning(f"nccl-tests logs {', '.join(paths)} are each {collective} on {counted(nodes, 'node')}: "
+                            f"the fit weighs that case {len(paths)}× against the others; give one log a case unless "
                             "that is meant")  # fmt: skip

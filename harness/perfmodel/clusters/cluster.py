@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 from harness.protocols import ConfigError
+from harness.results.values import counted
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -195,7 +196,7 @@ def refuse_without_network(chosen: Cluster, nodes: list[int], *, asked: str) -> 
 
 
 def inter_nics_text(numbers: dict[str, float]) -> str:
-    return f"{int(numbers['inter.nics'])} NIC(s) of {numbers['inter.nic_gbps']:g} Gb/s"
+    return f"{counted(int(numbers['inter.nics']), 'NIC')} of {numbers['inter.nic_gbps']:g} Gb/s"
 
 
 FIELDS = {"gpus_per_node": "gpus_per_node", "intra.nvlinks": "nvlinks", "intra.link_gbps": "link_gbps",

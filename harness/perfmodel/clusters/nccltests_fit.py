@@ -15,6 +15,7 @@ from harness.perfmodel.clusters import nccl
 from harness.perfmodel.clusters.cluster import Cluster
 from harness.perfmodel.clusters.nccltests import Log, Row
 from harness.protocols import ConfigError
+from harness.results.values import counted
 
 PRIOR_WEIGHT = 0.01  # per level's log, against each row's log ratio: see `fit`
 FIT_MIN_BYTES = 64 * 1024  # below this a collective is all latency: bandwidths cannot be read from it
@@ -163,7 +164,8 @@ def _said_fitted(cluster: Cluster, logs: Sequence[Log], found: Fit, *, base: Clu
     with what it was fitted to: a page or a saved file that shows the profile says where its numbers came from."""
     names = ", ".join(dict.fromkeys(Path(log.path).name for log in logs))
     said = (
-        f"{len(logs)} nccl-tests log(s) of up to {max(log.nodes for log in logs)} node(s) ({names}): busbw "
+        f"{counted(len(logs), 'nccl-tests log')} of up to {counted(max(log.nodes for log in logs), 'node')} ({names}): "
+        "busbw "
         f"error on their rows ≥ {FIT_MIN_BYTES // 1024} KiB mean {found.mean_abs:.1%}, worst {found.worst:.1%}"
     )
     sources = {**cluster.sources, **{SOURCE_KEYS[f]: f"fitted to {said}" for f in found.fitted}}
