@@ -372,12 +372,15 @@ def one_bucket_at_every_cap(frames: Any) -> str:
 
 def predicted_step(row: Any, *, backward_ms: float, own_ms: float = 0.0, backward_said: bool = False) -> str:
     """Which predicted part makes a step what it is (a row of the step-time model: step_ms, exposed_comm_ms,
-    comm_ms, bucket_cap_mb): compute (communication hidden but for a trace), the network's bandwidth (all-reduces
-    longer than the backward that could hide them), or the gradients ready last (their all-reduces run after
-    backward); and DDP's own work (`own_ms`, measured at one rank) where it costs more than what is exposed.
-    `backward_said`: the line said backward's ms already, so a hidden step's words leave them out."""
+    comm_ms, bucket_cap_mb; on a cluster comm_algorithms, NCCL's pick, said beside their cost): compute
+    (communication hidden but for a trace), the network's bandwidth (all-reduces longer than the backward that could
+    hide them), or the gradients ready last (their all-reduces run after backward); and DDP's own work (`own_ms`,
+    measured at one rank) where it costs more than what is exposed. `backward_said`: the line said backward's ms
+    already, so a hidden step's words leave them out."""
     exposed, comm, step = row["exposed_comm_ms"], row["comm_ms"], row["step_ms"]
     at = f" at {row['bucket_cap_mb']:g} MiB" if "bucket_cap_mb" in row else ""
+    run_as = row.get("comm_algorithms") if "comm_algorithms" in row else None  # a cluster's: NCCL's algorithm
+    at += f", {run_as}" if isinstance(run_as, str) and run_as else ""
     if exposed < 0.01 * step:
         behind = "" if backward_said else f" ({ms_text(backward_ms)} ms)"
         part = (f"compute: the all-reduces ({ms_text(comm)} ms a step{at}) hide behind backward{behind} but for "

@@ -240,6 +240,7 @@ class StepFloor:
     last_s: float  # the last bucket's: it holds the gradients backward makes last
     step_s: float  # at least
     compute_s: float  # forward + backward + optimizer: the step with nothing exposed
+    bucket_bytes: tuple[int, ...] = ()  # each bucket's, in the order they are sent
 
     @property
     def exposed_s(self) -> float:
@@ -260,11 +261,13 @@ def floor_with(profile: Profile, params: Parameters, *, cap_mb: float, link: Lin
     first = bucketing.first_bucket_bytes(cap_bytes, cap_given=cap_given)
     reverse = range(len(sizes) - 1, -1, -1)
     layout = bucketing.assign_buckets(sizes, dtypes, cap_bytes=cap_bytes, first_cap_bytes=first, order=reverse)
-    costs = [link.allreduce_s(sum(sizes[i] for i in bucket), world_size) for bucket in layout]
+    sent = tuple(sum(sizes[i] for i in bucket) for bucket in layout)
+    costs = [link.allreduce_s(nbytes, world_size) for nbytes in sent]
     last_made = min(profile.backward_s, max((g.ready_s for g in profile.grads), default=profile.backward_s))
     last = costs[-1] if costs else 0.0
     end = max(profile.backward_s, sum(costs), last_made + last)
-    return StepFloor(len(layout), sum(costs), last, profile.forward_s + end + profile.optimizer_s, profile.local_step_s)
+    return StepFloor(len(layout), sum(costs), last, profile.forward_s + end + profile.optimizer_s, profile.local_step_s,
+                     sent)  # fmt: skip
 
 
 def largest_bucket_bytes(profile: Profile, caps_mb: Sequence[float]) -> int:

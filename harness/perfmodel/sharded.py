@@ -30,7 +30,7 @@ from harness.perfmodel.network import (
 )
 from harness.perfmodel.pick import ranked
 from harness.perfmodel.pick.choice import FLOOR_COLUMNS, SHARD_OF, STEP_COLUMNS
-from harness.perfmodel.schedule import Parameters, Profile, floor_with, predict_caps
+from harness.perfmodel.schedule import Parameters, Profile, bucket_layout, floor_with, predict_caps
 from harness.perfmodel.sharding import fsdp, own_costs, zero
 from harness.results.values import options_of
 
@@ -59,10 +59,21 @@ def cluster_frame(profile: Profile, *, caps: list[float], link, world_size: int,
     alike."""
     frame = with_compressed(predict_caps(profile, caps_mb=caps, link=link, world_size=world_size), profile,
                             link=link, world_size=world_size)  # fmt: skip
+    sent = [[sum(g.nbytes for g in bucket) for bucket in bucket_layout(profile, cap)] for cap in caps]
+    frame = frame.assign(**_algorithms(link, sent, world_size, "comm"))
     frame = zero.with_zero(frame, profile, link=link, world_size=world_size, own_s=zero_own.added_s,
                            left_out_s=zero_own.left_out_s)  # fmt: skip
     return fsdp.with_fsdp(frame, fsdp_part.profile, gather=link, scatter=link, world_size=world_size,
                           own_s=fsdp_part.own_s, left_out_s=fsdp_part.left_out_s)  # fmt: skip
+
+
+def _algorithms(link, sent: list, world_size: int, prefix: str) -> dict:
+    """`{prefix}_algorithms` (each cap's buckets as NCCL runs them, in words) and `{prefix}_algorithm` (the pair that
+    carries most of their time) where `link` is a cluster's (nccl.ClusterLink.algorithms); {} on another network."""
+    if not hasattr(link, "algorithms"):
+        return {}
+    said = [link.algorithms(sizes, world_size) for sizes in sent]
+    return {f"{prefix}_algorithms": [words for words, _ in said], f"{prefix}_algorithm": [pair for _, pair in said]}
 
 
 def with_full_size_floors(frame: pd.DataFrame, profile: Profile, params: Parameters, *, link, world_size: int,
@@ -89,7 +100,8 @@ def with_full_size_floors(frame: pd.DataFrame, profile: Profile, params: Paramet
         if every_block_ran(fsdp_profile)
         else [fsdp.FsdpFloor(*[float("nan")] * 4)] * 2  # a block whose forward never ran: the floor would count it
     )
-    return frame.assign(full_size_buckets=[f.buckets for f in floors],
+    return frame.assign(**_algorithms(link, [f.bucket_bytes for f in floors], world_size, "full_size"),
+                        full_size_buckets=[f.buckets for f in floors],
                         full_size_comm_ms=[f.comm_s * 1e3 for f in floors],
                         full_size_last_ms=[f.last_s * 1e3 for f in floors],
                         full_size_step_floor_ms=[f.step_s * 1e3 for f in floors],

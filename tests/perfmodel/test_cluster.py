@@ -137,6 +137,21 @@ def test_the_cluster_link_fills_whole_nodes_and_one_rank_costs_nothing():
     assert math.isclose(across * 1e6, nccl.choose(link.cluster, "all_reduce", 25 * MIB, nodes=2).time_us)
 
 
+def test_the_cluster_link_names_how_nccl_runs_a_steps_buckets_the_pair_that_carries_most_time_first():
+    """The why's words for a step's all-reduces: one pair where every bucket runs alike, else each pair with its count
+    of buckets, the one whose buckets take the most time first (NCCL's own choice of each); nothing on one GPU."""
+    link = nccl.ClusterLink(cluster.load("dgx-h100"))
+    KIB = 1024
+    picked = {n: nccl.choose(link.cluster, "all_reduce", n, nodes=2) for n in (KIB, 256 * MIB)}
+    small, large = (f"{nccl.ALGORITHM_NAMES[c.algorithm]}/{c.protocol}" for c in picked.values())
+    assert small != large  # a tiny all-reduce and a large one run differently across nodes
+    assert link.algorithms([256 * MIB] * 2, 16) == (large, large)
+    assert link.algorithms([KIB] * 3 + [256 * MIB], 16) == (f"{large} ×1, {small} ×3", large)  # time, not count
+    assert link.algorithms([256 * MIB], 1) == ("", "")
+    inside = nccl.choose(link.cluster, "all_reduce", 256 * MIB, nodes=1)
+    assert link.algorithms([256 * MIB], 8)[1] == f"{nccl.ALGORITHM_NAMES[inside.algorithm]}/{inside.protocol}"
+
+
 def test_the_cluster_link_prices_fsdps_collectives_as_nccls_tuner_picks_each():
     """An all-gather of S (its output) or a reduce-scatter of S (its input) carries half an all-reduce's bus
     traffic; across nodes each is NCCL's own pick of that collective, and one rank sends nothing."""

@@ -656,7 +656,13 @@ def test_predict_on_a_cluster_gives_the_step_per_cap_of_a_runs_profile(small_run
                              f"the full size, by its floors: bucket_cap_mb {row['bucket_cap_mb']:g} MiB, the cap its "
                              "floors favour; w8 to w16: step at least ")  # fmt: skip
     assert f"→ {least:.4g} ms, scaling efficiency at most " in answer
-    assert f"Why at w16: at {row['bucket_cap_mb']:g} MiB its all-reduces take at least " in answer
+    # how NCCL runs them, named once where their cost is said, and where that changes along the GPU counts (here
+    # NVLS inside one node, another algorithm across two): the rows' own algorithms, as the tuner picked them
+    run_as = row["full_size_algorithms"]
+    assert f"Why at w16: at {row['bucket_cap_mb']:g} MiB its all-reduces ({run_as}) take at least " in answer
+    w8 = ranked.ddp_ranked_row(frame[frame["world_size"] == 8])["full_size_algorithm"]
+    assert w8.startswith("NVLS/") and w8 != row["full_size_algorithm"]
+    assert answer.endswith(f"; its all-reduces run mostly as {w8} from w8, {row['full_size_algorithm']} from w16")
     # the tiny size's own answer on the line under it: its figures, of its own buckets; not its cap again, which the
     # fastest cap's line under the table gave ('predicted fastest cap at w8, w16: any …', then '… bucket_cap_mb any')
     assert answer_tiny.startswith("ddpbench predict:   for the tiny size: w8 to w16: step ")

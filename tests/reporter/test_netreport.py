@@ -668,10 +668,13 @@ def test_a_what_if_page_of_a_smaller_size_leads_with_what_the_full_sizes_floors_
     # the booked cap's own figure, not the least over caps a tie's width below it (a walkthrough's page read 'at most
     # 1.000 … at least 180 ms at any cap (25 MiB, …)' where the console said 180.3 ms, 0.998 at 25 MiB)
     assert floor in booked  # the floor as its column gives it
-    why = re.search(r"<b>Why</b> at 1024 GPUs: at ([\d.]+) MiB its all-reduces take at least ([\d.]+) ms a step, one "
-                    r"after another, overlapping backward \(([\d.]+) ms\); the last \(([\d.]+) ms\) starts only after "
-                    r"backward's last gradient, and at least ([\d.]+) ms of them stay exposed", lead)  # fmt: skip
-    why_cap, comm, _, last, exposed = (float(x) for x in why.groups())  # the full size's, not the profiled size's
+    pair = r"(?:NVLS|NVLS-tree|tree|ring)/(?:LL|LL128|Simple)"  # how NCCL runs them, named where their cost is
+    why = re.search(rf"<b>Why</b> at 1024 GPUs: at ([\d.]+) MiB its all-reduces \(({pair}(?: ×\d+)?(?:, {pair} "
+                    r"×\d+)*)\) take at least ([\d.]+) ms a step, one after another, overlapping backward "
+                    r"\(([\d.]+) ms\); the last \(([\d.]+) ms\) starts only after backward's last gradient, and at "
+                    rf"least ([\d.]+) ms of them stay exposed; its all-reduces run mostly as NVLS/\w+ from 8 GPUs"
+                    rf"(?:, {pair} from [\d,]+ GPUs)+\.", lead)  # fmt: skip
+    why_cap, comm, _, last, exposed = (float(x) for k, x in enumerate(why.groups()) if k != 1)  # the full size's
     assert why_cap == cap
     assert 0 < exposed <= comm and 0 < last <= comm
     assert profiled.startswith("<b>The tiny size's profile</b> (0.009315 MiB of gradients, the run's), <b>best cap "

@@ -242,7 +242,7 @@ def cluster_answer(cluster, frames: list[pd.DataFrame], *, backward_ms: float, c
     said = "".join(f" [{text}]" for text in caveats)
     # after the full size's why, which names backward's ms: the small size's says only what differs
     why_last = why.predicted_step(last, backward_ms=backward_ms, own_ms=own_ms or 0.0, backward_said=bool(full_size))
-    own = f"{span}. Why at w{int(last['world_size'])}: {why_last}"
+    own = f"{span}. Why at w{int(last['world_size'])}: {why_last}{ranked.algorithm_changes(named, 'comm_algorithm')}"
     head = f"ddpbench predict: answer for DDP on {cluster.name} (ZeRO-1's and FSDP2's steps follow): "
     if full_size:  # the model to train's first, a line of its own; the small profile's (its own buckets) under it,
         say(f"{head}{full_size}")  # without its cap: the fastest cap's line under the table said it

@@ -270,7 +270,7 @@ def full_size_lead(frames: list, whose: str, *, backward_ms: float) -> str:
     tie = len(merged) == 1 and all(ranked.caps_tie(frame) for frame in frames)  # why this cap: least_row's rule
     favour = (": " if tie else ", ") + ranked.floors_cap_words(float(rows[0]["bucket_cap_mb"]), tie)
     return (f"for {whose}, by its floors: bucket_cap_mb {cap_text} MiB{favour}; {span}. Why at "
-            f"w{int(last['world_size'])}: {why}")  # fmt: skip
+            f"w{int(last['world_size'])}: {why}{ranked.algorithm_changes(rows, 'full_size_algorithm')}")  # fmt: skip
 
 
 def trained_source(configs, setup: dict, options: dict | None) -> tuple[str, dict]:

@@ -72,6 +72,7 @@ TREE_CORRECTION = {
 }
 # fmt: on
 NET_OVERHEAD_US = {"intel": 1.0, "amd": 2.0}  # tuning.cc getNetOverhead: a network post, ×3 for Simple
+ALGORITHM_NAMES = {"tree": "tree", "ring": "ring", "nvls": "NVLS", "nvlstree": "NVLS-tree"}  # as NCCL_ALGO spells them
 
 
 @dataclasses.dataclass(frozen=True)
@@ -322,6 +323,22 @@ class ClusterLink:
             nodes = self.nodes(world_size)
             self._seconds[key] = choose(self.cluster, op, nbytes, nodes=nodes, ranks=world_size).time_us / 1e6
         return self._seconds[key]
+
+    def algorithms(self, sizes, world_size: int) -> tuple[str, str]:
+        """How NCCL runs all-reduces of these `sizes` (a step's buckets) on `world_size` GPUs: the words the why
+        says after their cost ('NVLS-tree/Simple'; 'NVLS-tree/Simple ×12, tree/LL128 ×1', a bucket count each,
+        where they differ, the pair that carries most of their time first) and that pair alone; ('', '') on one GPU."""
+        nodes, carried = self.nodes(world_size), {}
+        for nbytes in sizes:
+            if world_size > 1 and nbytes > 0:
+                c = choose(self.cluster, "all_reduce", int(nbytes), nodes=nodes, ranks=world_size)
+                count, time = carried.get((c.algorithm, c.protocol), (0, 0.0))
+                carried[(c.algorithm, c.protocol)] = (count + 1, time + c.time_us)
+        pairs = sorted(carried, key=lambda pair: -carried[pair][1])
+        named = [f"{ALGORITHM_NAMES[algorithm]}/{protocol}" for algorithm, protocol in pairs]
+        if len(named) <= 1:
+            return (named[0], named[0]) if named else ("", "")
+        return ", ".join(f"{n} ×{carried[p][0]}" for p, n in zip(pairs, named, strict=True)), named[0]
 
     def broadcast_s(self, nbytes: float, world_size: int) -> float:
         """A broadcast of `nbytes` as the all-gather whose every link carries as much: NCCL broadcasts along a

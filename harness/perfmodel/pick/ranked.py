@@ -129,18 +129,32 @@ def full_size_figures(frame: pd.DataFrame) -> dict:
 
 
 def full_size_why(row: pd.Series, backward_ms: float, cap_mb: float, *, terse: bool = False) -> str:
-    """'at 100 MiB its all-reduces take at least …': why DDP's full-size floor at `cap_mb` (the row's) costs what it
-    does, against the backward that hides them; '' where the row has no such floor. `terse`: the console's words,
-    the same figures."""
+    """'at 100 MiB its all-reduces (NVLS-tree/Simple: on a cluster, NCCL's pick) take at least …': why DDP's
+    full-size floor at `cap_mb` (the row's) costs what it does, against the backward that hides them; '' where the
+    row has no such floor. `terse`: the console's words, the same figures."""
     needed = ("full_size_comm_ms", "full_size_last_ms", "full_size_exposed_ms")
     if any(key not in row or pd.isna(row[key]) for key in needed) or pd.isna(backward_ms):
         return ""
     last = (f"only after backward's last gradient: at least {row['full_size_exposed_ms']:.3g} ms exposed" if terse
             else f"starts only after backward's last gradient, and at least {row['full_size_exposed_ms']:.3g} ms of "
             "them stay exposed")  # fmt: skip
-    return (f"at {cap_mb:g} MiB its all-reduces take at least {row['full_size_comm_ms']:.3g} ms a step, one after "
-            f"another, overlapping backward ({backward_ms:.3g} ms); the last ({row['full_size_last_ms']:.3g} ms) "
+    run_as = row.get("full_size_algorithms") if "full_size_algorithms" in row else None  # on a cluster
+    run_as = f" ({run_as})" if isinstance(run_as, str) and run_as else ""
+    return (f"at {cap_mb:g} MiB its all-reduces{run_as} take at least {row['full_size_comm_ms']:.3g} ms a step, one "
+            f"after another, overlapping backward ({backward_ms:.3g} ms); the last ({row['full_size_last_ms']:.3g} ms) "
             f"{last}")  # fmt: skip
+
+
+def algorithm_changes(rows, column: str, gpus=lambda n: f"w{n}") -> str:
+    """'; its all-reduces run mostly as NVLS/Simple from w8, NVLS-tree/Simple from w16': where the pair that carries
+    most of the all-reduces' time (`column`: comm_algorithm, full_size_algorithm) changes along `rows` (one a GPU
+    count, fewest first; `gpus` names a count), often why efficiency steps down there; '' where it never does."""
+    pairs = [(int(r["world_size"]), r.get(column)) for r in rows if isinstance(r.get(column), str) and r.get(column)]
+    merged = [pair for k, pair in enumerate(pairs) if k == 0 or pair[1] != pairs[k - 1][1]]
+    if len(merged) <= 1:
+        return ""
+    said = ", ".join(f"{pair} from {gpus(n)}" for n, pair in merged)
+    return f"; its all-reduces run mostly as {said}"
 
 
 COMMUNICATED = (("DDP", "comm_ms", "full_size_comm_ms"), ("ZeRO-1", "zero_broadcast_ms", "zero_full_size_broadcast_ms"),

@@ -103,7 +103,7 @@ def full_size_lead(best: pd.DataFrame, trained: str, default: str = "") -> str:
     """What the full size's floors bound for the model to train (the best rows' `full_size_*`): the headline's first
     paragraph, before the profiled size's own figures, which would read as the model to train's; `default` as
     heading takes it."""
-    last = best.iloc[-1]
+    last, rows = best.iloc[-1], [row for _, row in best.iterrows()]
     floor, least = (f"{last[key]:.4g}" for key in ("full_size_step_floor_ms", "full_size_least_step_ms"))
     # the floor is the table's; the choice ranks DDP by the higher of it and the profiled size's step: a floor once
     # read 'at least 300.3 ms' where the table's floor said 300.1
@@ -117,7 +117,7 @@ def full_size_lead(best: pd.DataFrame, trained: str, default: str = "") -> str:
             f"{floor} ms at {last['full_size_cap_mb']:g} MiB, its floor (where the choice ranks it: "
             f"{esc(last['full_size_cap_why'])}{ranked_at}) against {last['local_step_ms']:.4g} ms on one GPU, on the "
             "profile's compute (the last columns of the table under the figures give each strategy's floor)."
-            f"{_full_size_why(last)}</p>")  # fmt: skip
+            f"{_full_size_why(last, ranked.algorithm_changes(rows, 'full_size_algorithm', _gpus))}</p>")  # fmt: skip
 
 
 def efficiencies(best: pd.DataFrame, column: str, joint: str, *, nodes: bool = False) -> str:
@@ -134,13 +134,17 @@ def efficiencies(best: pd.DataFrame, column: str, joint: str, *, nodes: bool = F
     return fewest if len(best) == 1 else f"{fewest}{joint}{most}"
 
 
+def _gpus(count: int) -> str:
+    return f"{count:,} GPUs"
+
+
 def nodes_text(count: int) -> str:
     """'one node', '2 nodes': where a row's GPUs are (the fewest asked need not be one node: `predict --nodes 2,4`)."""
     return "one node" if count == 1 else f"{count} nodes"
 
 
-def _full_size_why(row: pd.Series) -> str:
+def _full_size_why(row: pd.Series, changes: str = "") -> str:
     """' <b>Why</b> at 1024 GPUs: …': the full size's all-reduces at the cap DDP is ranked at (`full_size_cap_mb`),
     the profiled size's 'why' being of other buckets; '' where the row has no such floor (ranked.full_size_why)."""
     said = ranked.full_size_why(row, row.get("backward_ms", float("nan")), row.get("full_size_cap_mb", float("nan")))
-    return f" <b>Why</b> at {int(row['world_size'])} GPUs: {esc(said)}." if said else ""
+    return f" <b>Why</b> at {int(row['world_size'])} GPUs: {esc(said)}{esc(changes)}." if said else ""

@@ -243,6 +243,7 @@ def _answer(best: pd.DataFrame, cluster: Cluster, trained: str = "", default: st
     tables' caveat only where their misses could move the cap named (`moves`: ranked.miss_could_move_cap)."""
     last = best.iloc[-1]
     why_last = why.predicted_step(last, backward_ms=last["backward_ms"], own_ms=last["ddp_own_ms"])
+    why_last += ranked.algorithm_changes([r for _, r in best.iterrows()], "comm_algorithm", lambda n: f"{n:,} GPUs")
     before = " (before DDP's own cost, left out)" if last["own_left_out"] else ""  # the calibration note says why
     said = (f"(ZeRO-1's and FSDP2's steps at the same cap are in the table below): {esc(_caps_by_size(best))}. "
             f"Efficiency{before} {full_size.efficiencies(best, 'scaling_efficiency', ', ', nodes=True)}. "
