@@ -230,3 +230,9 @@ def test_where_the_floors_tie_at_every_cap_ddps_answer_says_so_and_why_its_cap()
     favoured = [frame(16, [110.0, 110.0, 110.2]), frame(64, [120.0, 110.3, 115.0])]  # at w64 25 MiB leads
     said = full_size_lead(favoured, "the model you will train", backward_ms=50.0)
     assert "bucket_cap_mb 25 MiB, the cap its floors favour; " in said
+    # where the cap changes along the GPU counts, each cap carries its unit (a console read '25 from w8; 10 from w32
+    # MiB'), and no cluster's algorithm is named where the rows hold none
+    moved = [frame(16, [110.0, 112.0, 115.0]), frame(64, [120.0, 110.3, 115.0])]
+    said = full_size_lead(moved, "the model you will train", backward_ms=50.0)
+    assert "bucket_cap_mb 1 MiB from w16; 25 MiB from w64, the cap its floors favour; " in said
+    assert "mostly as" not in said

@@ -258,7 +258,7 @@ def full_size_lead(frames: list, whose: str, *, backward_ms: float) -> str:
     rows = [ranked.ddp_ranked_row(frame) for frame in frames]
     least = [ranked.ranked_value(r["step_ms"], r["full_size_step_floor_ms"]) for r in rows]
     most = [r["scaling_efficiency"] * r["step_ms"] / ms for r, ms in zip(rows, least, strict=True)]  # 1 GPU's / step
-    caps = [(int(r["world_size"]), f"{r['bucket_cap_mb']:g}") for r in rows]
+    caps = [(int(r["world_size"]), f"{r['bucket_cap_mb']:g} MiB") for r in rows]  # each its unit: '25 MiB from w8; …'
     merged = [cap for k, cap in enumerate(caps) if k == 0 or cap[1] != caps[k - 1][1]]
     cap_text = merged[0][1] if len(merged) == 1 else "; ".join(f"{cap} from w{world}" for world, cap in merged)
     first, last = rows[0], rows[-1]
@@ -269,7 +269,7 @@ def full_size_lead(frames: list, whose: str, *, backward_ms: float) -> str:
     why = ranked.full_size_why(last, backward_ms, last["bucket_cap_mb"], terse=True)
     tie = len(merged) == 1 and all(ranked.caps_tie(frame) for frame in frames)  # why this cap: least_row's rule
     favour = (": " if tie else ", ") + ranked.floors_cap_words(float(rows[0]["bucket_cap_mb"]), tie)
-    return (f"for {whose}, by its floors: bucket_cap_mb {cap_text} MiB{favour}; {span}. Why at "
+    return (f"for {whose}, by its floors: bucket_cap_mb {cap_text}{favour}; {span}. Why at "
             f"w{int(last['world_size'])}: {why}{ranked.algorithm_changes(rows, 'full_size_algorithm')}")  # fmt: skip
 
 
