@@ -71,6 +71,9 @@ def test_predict_prints_each_strategys_model_state_at_the_gpu_counts_asked(capsy
         "  stock  362 MiB",
     ]
     assert "forward keeps" not in said  # a run from before activations were counted: not said
+    # a table whose every figure is alike at each GPU count says so in its head, not 'at w8 / w64' over one figure
+    console_memory.model_state(state[state["impl"] == "stock"], [8, 64])
+    assert capsys.readouterr().out.startswith("ddpbench predict: memory per rank, alike at w8 / w64: model state")
     counted = RUN.assign(activation_mb=130.0, activation_top="NewGELUActivation 48%", activation_sample_added_mb=30.0)
     console_memory.model_state(memory.state_per_rank(counted, [8, 64]), [8, 64])
     said = capsys.readouterr().out

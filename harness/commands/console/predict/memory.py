@@ -47,7 +47,9 @@ def model_state(state: pd.DataFrame, worlds: list[int], cluster=None, *, size_no
     table = [("", *header), *((name, *cells[: len(header)]) for name, cells in zip(names, groups, strict=True))]
     widths = [max(len(row[k]) for row in table) for k in range(len(header))]
     measured = ", ".join(str(int(w)) for w in sorted(state.loc[state["measured"], "world_size"].unique()))
-    counts = " / ".join(f"w{w}" for w in worlds)
+    counts = " / ".join(f"w{w}" for w in worlds)  # the order of a cell's figures; where none differs, said so
+    counts = f", alike at {counts}" if len(worlds) > 1 and not any(" / " in c for g in groups for c in g) else \
+        f" at {counts}"  # fmt: skip
     whole = " (unsharded: parameters and gradients held whole)" * any(c == "unsharded_mb" for c, _ in kept)
     peak = f"; peak: the state, backward's or the optimizer's part and what is kept beside{whole}" * bool(counted)
     roomy = _roomy(at, order, capacity) if capacity else ""  # the batch asked: said in the header, the rows narrow
@@ -61,9 +63,9 @@ def model_state(state: pd.DataFrame, worlds: list[int], cluster=None, *, size_no
         f"split / n{peak}"
     )  # several clusters: the first's, the others' 'as above'
     if legend:
-        say(f"ddpbench predict: memory per rank at {counts}: {legend}{fit}:")
+        say(f"ddpbench predict: memory per rank{counts}: {legend}{fit}:")
     else:
-        say(f"ddpbench predict: memory per rank at {counts} on {getattr(cluster, 'name', 'the GPU')}, as above{roomy}:")
+        say(f"ddpbench predict: memory per rank{counts} on {getattr(cluster, 'name', 'the GPU')}, as above{roomy}:")
     for row in table:
         say("  " + "  ".join(cell.ljust(width) for cell, width in zip(row, [*widths, 0], strict=False)).rstrip())
     notes = (*_variants(groups.values(), state), floor_words(state), unrecorded(at) if counted else "", size_note)
