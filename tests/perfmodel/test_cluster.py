@@ -35,6 +35,10 @@ def test_a_profile_without_a_source_is_caught():
     profile = cluster.load("dgx-h100")
     sources = {k: v for k, v in profile.sources.items() if k != "inter.busbw_gbps"}
     assert cluster.unsourced(dataclasses.replace(profile, sources=sources)) == ["inter.busbw_gbps"]
+    # NCCL's version and algorithms too, and a latency scale moved from NCCL's own (a fit's: fitted_to says how)
+    sources = {k: v for k, v in profile.sources.items() if k not in ("nccl", "algorithms")}
+    moved = dataclasses.replace(profile, sources=sources, latency_scale=0.92)
+    assert cluster.unsourced(moved) == ["nccl", "algorithms", "latency_scale"]
 
 
 @pytest.mark.parametrize(

@@ -336,17 +336,27 @@ def test_a_fit_that_does_not_describe_its_logs_is_warned_of(tmp_path, capsys):
 
 
 def test_the_what_if_page_of_a_fitted_profile_names_the_logs_and_how_far_they_reach(tmp_path):
-    from reports.pages.whatif import memory as whatif_memory
-    from reports.pages.whatif import page as whatif
+    from reports.pages.whatif import profile
 
     base = cluster.load("dgx-h100")
+    (tmp_path / "n1.txt").write_text(nccltests.write_text(a_log(base, nodes=1)))
     (tmp_path / "n2.txt").write_text(nccltests.write_text(a_log(base, nodes=2)))
-    fitted = nccltests_fit.fit(base, [nccltests.read(tmp_path / "n2.txt")], name="mine").cluster
-    section = whatif_memory.published_section(fitted)
-    assert "<h2>Against your logs</h2>" in section and "1 nccl-tests log of up to 2 nodes (n2.txt)" in section
+    logs = [nccltests.read(tmp_path / name) for name in ("n1.txt", "n2.txt")]
+    fitted = nccltests_fit.fit(base, logs, name="mine").cluster
+    section = profile.published_section(fitted)
+    assert "<h2>Against your logs</h2>" in section and "2 nccl-tests logs of up to 2 nodes (n1.txt, n2" in section
     assert "Beyond 2 nodes, the predictions carry the fitted network past what your logs measured" in section
     best = pd.DataFrame({"nodes": [1, 2, 4, 128]})
-    assert "on 4 to 128 nodes the fitted network is carried past what they measured" in whatif._unchecked(fitted, best)
+    assert "on 4 to 128 nodes the fitted network is carried past what they measured" in profile.unchecked(fitted, best)
+    # the profile's table gives every fitted number with its source: the latency scale the fit moved, NCCL's version
+    # and algorithms
+    table = html.unescape(profile.sources_section(fitted))
+    assert f"<td>latency_scale</td><td>{fitted.latency_scale:g}</td><td>fitted to {fitted.fitted_to}</td>" in table
+    assert "<td>nccl</td><td>2.21</td><td>a label the model does not read" in table
+    assert "<td>algorithms</td><td>ring, tree, nvls, nvlstree</td><td>ring and tree, and NVLS" in table
+    assert f"<td>latency_scale</td><td>1</td><td>{profile.NOT_FITTED}</td>" in html.unescape(
+        profile.sources_section(base)
+    )
 
 
 def test_a_fit_saved_once_is_used_by_name_with_what_it_rests_on(tmp_path, capsys):
@@ -839,7 +849,7 @@ def test_a_users_profile_without_sources_is_used_and_warned_about(tmp_path, caps
     assert cli.main(["predict", "--cluster", str(tmp_path / "ours.toml"), "--nodes", "1", "--sizes", "1GiB"]) == 0
     captured = capsys.readouterr()
     assert "# ours: all_reduce on 1 node(s)" in captured.out
-    assert "no source for gpus_per_node, generation, cpu, intra.nvlinks" in captured.err
+    assert "no source for gpus_per_node, generation, cpu, nccl, algorithms, intra.nvlinks" in captured.err
     assert cli.main(["predict", "--cluster", "dgx-a100", "--nodes", "1", "--sizes", "1GiB"]) == 0
     assert "no source" not in capsys.readouterr().err  # a built-in says where every number came from
 

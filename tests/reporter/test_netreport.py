@@ -474,12 +474,12 @@ def test_the_collectives_page_opens_with_the_fitted_network_and_labels_what_each
 def test_the_what_if_headline_says_which_node_counts_no_published_table_checked():
     """As predict warns: dgx-h200's published tables reach 2 nodes, so 4 to 128 nodes are unchecked."""
     from harness.perfmodel.clusters import cluster
-    from reports.pages.whatif import page as whatif
+    from reports.pages.whatif import profile
 
     best = pd.DataFrame({"nodes": [1, 2, 4, 128]})
-    said = whatif._unchecked(cluster.load("dgx-h200"), best)
+    said = profile.unchecked(cluster.load("dgx-h200"), best)
     assert "dgx-h200's largest published table is of 2 nodes: its predictions on 4 to 128 nodes" in said
-    assert whatif._unchecked(cluster.load("dgx-h200"), best.head(2)) == ""
+    assert profile.unchecked(cluster.load("dgx-h200"), best.head(2)) == ""
 
 
 def test_a_cluster_answer_ends_with_the_models_error_on_the_runs_own_steps(built, capsys, tmp_path):
@@ -765,7 +765,7 @@ def test_a_what_if_page_at_one_gpu_count_says_each_figure_once(built):
     tables' misses at 4 nodes stood in the answer and again under the choice's Caveats: the answer says the most
     GPUs' node count's, the Caveats only the others'."""
     from harness.commands.report import as_predict_counts
-    from reports.pages.whatif import full_size
+    from reports.pages.whatif import full_size, profile
     from reports.pages.whatif import memory as whatif_memory
     from reports.pages.whatif import page as whatif
 
@@ -787,6 +787,6 @@ def test_a_what_if_page_at_one_gpu_count_says_each_figure_once(built):
                              "world_size": [world] * 2, "nodes": [nodes] * 2})  # fmt: skip
 
     at_4 = [frame(32, 4)]
-    assert whatif._caveat(h100, 4) and not whatif_memory._misses(h100, pd.concat(at_4), at_4)  # the answer's only
+    assert profile.caveat(h100, 4) and not whatif_memory._misses(h100, pd.concat(at_4), at_4)  # the answer's only
     both = [frame(8, 1), frame(32, 4)]
     assert whatif_memory._misses(h100, pd.concat(both), both) == published.cap_caveats(h100, [1])  # 4 nodes: above

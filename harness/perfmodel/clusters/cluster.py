@@ -289,11 +289,15 @@ def _toml_string(value: str) -> str:
 
 
 def unsourced(cluster: Cluster) -> list[str]:
-    """The fields whose number the profile does not say the source of."""
+    """The fields whose number the profile does not say the source of (latency_scale where it is not 1, NCCL's
+    latencies as its tuner has them)."""
     keys = (
         "gpus_per_node",
         "generation",
         "cpu",
+        "nccl",
+        "algorithms",
+        *(("latency_scale",) if cluster.latency_scale != 1.0 else ()),
         *NUMBERS[1:],
         *(("gpu_memory_gib",) if cluster.gpu_memory_gib else ()),
     )

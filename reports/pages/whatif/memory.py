@@ -2,8 +2,8 @@
 counts, whether it fits one GPU there, and the choice that joins that with the predicted steps (the fastest of
 what fits), in `predict --cluster`'s words; what the network costs a step whatever computes it (the page of a CPU's
 profile, which ranks no step); and the banners and headings that say what every figure rests on (the device the
-profile was measured on, a step measured on another GPU, the model you will train and what its floors bound); and
-the cluster profile's sources and its check against published nccl-tests tables."""
+profile was measured on, a step measured on another GPU, the model you will train and what its floors bound). The
+cluster profile's sections are profile.py's."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import pandas as pd
 
 from harness.analysis import roles
 from harness.analysis.verdicts.compare import setup_words
-from harness.perfmodel.clusters.cluster import Cluster, is_builtin
-from harness.perfmodel.clusters.published import cap_caveats, checked_table, published_check_summary, published_checks
+from harness.perfmodel.clusters.cluster import Cluster
+from harness.perfmodel.clusters.published import cap_caveats, checked_table
 from harness.perfmodel.measured import of_setup
 from harness.perfmodel.memory import fit_words, mib_text, need_mb, room_words, state_per_rank, unrecorded
 from harness.perfmodel.memory_words import activation_words
@@ -27,7 +27,7 @@ from reports.pages.whatif.full_size import has_floors, not_yours
 
 def _misses(cluster: Cluster, group: pd.DataFrame, frames: list[pd.DataFrame]) -> str:
     """The published tables' misses where they could move the cap named, at the node counts whose table the answer
-    above leaves out: it says the most GPUs' (page._caveat), which a page with one node count said twice."""
+    above leaves out: it says the most GPUs' (profile.caveat), which a page with one node count said twice."""
     if not ranked.miss_could_move_cap(frames):
         return ""
     nodes = sorted({int(n) for n in group["nodes"]})
@@ -85,12 +85,6 @@ def choice_section(configs: pd.DataFrame, group: pd.DataFrame, cluster: Cluster,
     if not rows:  # no table: the words are the answer
         return f'<p class="takeaway"><b>The choice</b>: {esc(words)}{esc(f" [{said}]" if said else "")}.</p>'
     return f"{answer}{caveats}{folded}"
-
-
-def how_sure(checked: OwnCheck | None) -> str:
-    """The step models against the run's own steps, in `predict`'s words, where predict checked them."""
-    said = checked.words if checked else ""
-    return f"<p class=takeaway><b>How sure</b>: {esc(said[0].upper() + said[1:])}.</p>" if said else ""
 
 
 MEMORY_SETUP = ["workload", "size", "batch_size", "dtype", "optimizer"]
@@ -338,42 +332,3 @@ def communication_section(group: pd.DataFrame, cluster: Cluster, *, sized: bool 
 
 def _ms(value: float) -> str:
     return "not modelled: no block times" if pd.isna(value) else f"{value:.4g}"
-
-
-def sources_section(cluster: Cluster) -> str:
-    values = {"gpus_per_node": cluster.gpus_per_node, "generation": cluster.generation, "cpu": cluster.cpu,
-              "intra.nvlinks": cluster.nvlinks, "intra.link_gbps": cluster.link_gbps,
-              "intra.busbw_gbps": cluster.intra_busbw_gbps, "intra.nvls_busbw_gbps": cluster.nvls_busbw_gbps,
-              "inter.nics": cluster.nics, "inter.nic_gbps": cluster.nic_gbps,
-              "inter.busbw_gbps": cluster.inter_busbw_gbps, "inter.latency_us": cluster.inter_latency_us,
-              **({"gpu_memory_gib": cluster.gpu_memory_gib} if cluster.gpu_memory_gib else {})}  # fmt: skip
-    cells = [[esc(key), esc(f"{value:g}" if isinstance(value, float) else value),
-              esc(cluster.sources.get(key, "not given"))] for key, value in values.items()]  # fmt: skip
-    where = f"built-in profile {cluster.name}" if is_builtin(cluster) else "your profile"
-    return (f"<h2>The cluster profile</h2><p>{esc(cluster.description)} ({esc(where)}); the model: "
-            "NCCL's tuner (docs/clusters.md).</p>" + table(["field", "value", "source"], cells))  # fmt: skip
-
-
-def published_section(cluster: Cluster) -> str:
-    """How far this profile's bus bandwidths were from every published nccl-tests table of its GPU:
-    the error to expect of the communication behind the predictions above, by node count."""
-    checks = published_checks(cluster)
-    if cluster.fitted_to:  # fitted to the user's logs: how well, and how far past them the page reaches
-        return (f"<h2>Against your logs</h2><p>This profile's levels were fitted to {esc(cluster.fitted_to)}; the "
-                "source of each fitted number above says so. Beyond "
-                f"{cluster.fitted_nodes} node{'s' if cluster.fitted_nodes > 1 else ''}, the predictions carry the "
-                "fitted network past what your logs measured. Published tables were not checked against a fitted "
-                "profile (docs/clusters.md).</p>")  # fmt: skip
-    if not checks:
-        what = "no published table was found for it" if is_builtin(cluster) else "a profile of your own"
-        return (f"<h2>Against published figures</h2><p>Not checked: {what}. Fit it to your nccl-tests logs "
-                "(<code>ddpbench predict --nccl-tests FILE</code>), which says the fit's own error.</p>")  # fmt: skip
-    cells = [[str(c["nodes"]), esc(c["table"]), esc(c["sizes"]), f"{c['mean_abs_error']:.1%}",
-              f"{c['worst_error']:+.1%} ({esc(c['worst_size'])})", f"{c['within_25']} of {c['count']}",
-              esc(c["conditions"]), f'<a href="{esc(c["source"])}">source</a>'] for c in checks]  # fmt: skip
-    return ("<h2>Against published figures</h2><p>The model's all-reduce bus bandwidth on this profile against "
-            "every published nccl-tests table of its GPU we found, none fitted to: "
-            f"{esc('; '.join(published_check_summary(checks)))}. The sizes where a table is far off are "
-            "where the predictions above are least sure (docs/measured/cluster-model.md).</p>"
-            + table(["nodes", "table", "sizes", "mean abs error", "worst (size)", "sizes within 25 %",
-                     "conditions", "source"], cells))  # fmt: skip

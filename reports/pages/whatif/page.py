@@ -14,7 +14,6 @@ from harness.analysis import agreement, roles, stats, why
 from harness.analysis.verdicts.sweep import given_cap
 from harness.perfmodel.clusters.cluster import Cluster
 from harness.perfmodel.clusters.nccl import ClusterLink
-from harness.perfmodel.clusters.published import published_checks
 from harness.perfmodel.measured import SETUP_DEFAULTS, ddp_own_cost_s
 from harness.perfmodel.pick import ranked
 from harness.perfmodel.predict import (
@@ -36,6 +35,7 @@ from reports.pages.answer import milliseconds
 from reports.pages.html import HEADING_NAME, FigureList, esc, name_html, page, table
 from reports.pages.whatif import full_size, steps_table
 from reports.pages.whatif import memory as wm
+from reports.pages.whatif import profile as wp
 
 MAX_GPUS = 1024
 DEFAULT_LAYOUT = "DDP's default (25 MiB, a first bucket of 1 MiB)"
@@ -195,7 +195,7 @@ def whatif_page(meta: dict, configs: pd.DataFrame, profiles: pd.DataFrame, clust
         if not steps_known(meta, local_step_ms):  # a CPU's compute: what holds on any GPU, no step to rank by
             sized = store.size_scales(meta, {"workload": group["setup_workload"].iloc[0]})  # a file of yours: never
             parts += [full_size.heading(setup, group, trained, default), asked,
-                      wm.communication_section(at, cluster, sized=sized, caveats=_unchecked(cluster, at),
+                      wm.communication_section(at, cluster, sized=sized, caveats=wp.unchecked(cluster, at),
                                                default=default),
                       figs.add(figures.communication_vs_gpus(wm.communicated(group), cluster=cluster.name, **marked),
                                CAPTIONS["whatif_communication"])]  # fmt: skip
@@ -207,7 +207,7 @@ def whatif_page(meta: dict, configs: pd.DataFrame, profiles: pd.DataFrame, clust
         parts += [full_size.heading(setup, group, trained, default),
                   wm.choice_section(configs, at, cluster, worlds, booked=booked,
                                  rows=counted[setup][0] if setup in counted else None, checked=sure),
-                  asked, _answer(best, cluster, trained, default, moves=moves), wm.how_sure(sure),
+                  asked, _answer(best, cluster, trained, default, moves=moves), wp.how_sure(sure),
                   _calibration_note(group.iloc[0], meta, ended=bool(ends)),
                   figs.add(figures.step_vs_gpus(group, cluster=cluster.name, profiled=_profiled(group), **marked),
                            CAPTIONS["whatif_caps"]),
@@ -223,7 +223,7 @@ def whatif_page(meta: dict, configs: pd.DataFrame, profiles: pd.DataFrame, clust
         size_note = "; ".join(dict.fromkeys(note for _, note in counted.values() if note))
     parts += [_measured_section(configs), wm.memory_section(rows, cluster, worlds, size_note=size_note,
                                                             batch_given=batch_size),
-              wm.sources_section(cluster), wm.published_section(cluster)]  # fmt: skip
+              wp.sources_section(cluster), wp.published_section(cluster)]  # fmt: skip
     return page(title, "\n".join(parts), depth=1, **inline, book=_book_words(booked.get("row")) if mark else "")
 
 
@@ -248,8 +248,8 @@ def _answer(best: pd.DataFrame, cluster: Cluster, trained: str = "", default: st
     said = (f"(ZeRO-1's and FSDP2's steps at the same cap are in the table below): {esc(_caps_by_size(best))}. "
             f"Efficiency{before} {full_size.efficiencies(best, 'scaling_efficiency', ', ', nodes=True)}. "
             f"<b>Why</b> at {int(last['world_size'])} GPUs: {esc(why_last)}."
-            f"{_caveat(cluster, int(last['nodes'])) * moves}{_small_cap_caveat(best)}"
-            f"{_unchecked(cluster, best)}")  # fmt: skip
+            f"{wp.caveat(cluster, int(last['nodes'])) * moves}{_small_cap_caveat(best)}"
+            f"{wp.unchecked(cluster, best)}")  # fmt: skip
     if "full_size_efficiency_at_most" not in best or best["full_size_efficiency_at_most"].isna().all():
         return f'<p class="headline"><b>Best cap for DDP</b> {said}</p>'
     profiled = wm.size_words(esc(last["size"]))
@@ -292,34 +292,6 @@ def _caps_by_size(best: pd.DataFrame) -> str:
 def _small_cap_caveat(best: pd.DataFrame) -> str:
     text = agreement.SMALL_CAP_CAVEAT
     return f" <i>{esc(text[0].upper() + text[1:])}.</i>" if best["unproven"].any() else ""
-
-
-def _unchecked(cluster: Cluster, best: pd.DataFrame) -> str:
-    """Node counts past the largest published table the profile was checked against, as predict warns."""
-    checked = max((c["nodes"] for c in published_checks(cluster)), default=None)
-    beyond = sorted({int(n) for n in best["nodes"] if checked is not None and n > checked})
-    if cluster.fitted_to:  # fitted to logs: checked against them, up to their node count
-        past = sorted({int(n) for n in best["nodes"] if n > cluster.fitted_nodes})
-        reach = f"{cluster.fitted_nodes} node{'s' if cluster.fitted_nodes > 1 else ''}"
-        return (f" <i>Your logs reach {reach}: on {_span(past)} nodes the fitted network is carried past what they "
-                "measured.</i>" if past else "")  # fmt: skip
-    if not beyond:
-        return ""
-    return (f" <i>{esc(cluster.name)}'s largest published table is of {checked} node{'s' if checked > 1 else ''}: "
-            f"its predictions on {_span(beyond)} nodes are unchecked.</i>")  # fmt: skip
-
-
-def _span(counts: list[int]) -> str:
-    return str(counts[0]) if len(counts) == 1 else f"{counts[0]} to {counts[-1]}"
-
-
-def _caveat(cluster: Cluster, nodes: int) -> str:
-    """The check against published tables where a cap chosen there rests on sizes it found off (as predict says): at
-    the most GPUs' node count, which the choice's caveats leave to it (wm.choice_section)."""
-    from harness.perfmodel.clusters.published import cap_caveat
-
-    said = cap_caveat(cluster, nodes)
-    return f" <i>{esc(said[0].upper() + said[1:])}.</i>" if said else ""
 
 
 def _calibration_note(row: pd.Series, meta: dict | None = None, *, ended: bool = False) -> str:

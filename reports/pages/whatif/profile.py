@@ -1,0 +1,95 @@
+"""What the what-if page says of the cluster profile its predictions rest on: every number with its source
+(NCCL's version, its algorithms and the latency scale a fit moved among them), how far it was checked against
+published tables or fitted to the user's logs, node counts past them, and How sure (the step models' check on the
+run's own steps)."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from harness.perfmodel.clusters.cluster import Cluster, is_builtin
+from harness.perfmodel.clusters.published import cap_caveat, published_check_summary, published_checks
+from harness.perfmodel.sharded import OwnCheck
+from reports.pages.html import esc, table
+
+
+def how_sure(checked: OwnCheck | None) -> str:
+    """The step models against the run's own steps, in `predict`'s words, where predict checked them."""
+    said = checked.words if checked else ""
+    return f"<p class=takeaway><b>How sure</b>: {esc(said[0].upper() + said[1:])}.</p>" if said else ""
+
+
+def unchecked(cluster: Cluster, best: pd.DataFrame) -> str:
+    """Node counts past the largest published table the profile was checked against, as predict warns; of a profile
+    fitted to logs, those past the logs."""
+    checked = max((c["nodes"] for c in published_checks(cluster)), default=None)
+    beyond = sorted({int(n) for n in best["nodes"] if checked is not None and n > checked})
+    if cluster.fitted_to:  # fitted to logs: checked against them, up to their node count
+        past = sorted({int(n) for n in best["nodes"] if n > cluster.fitted_nodes})
+        reach = f"{cluster.fitted_nodes} node{'s' if cluster.fitted_nodes > 1 else ''}"
+        return (f" <i>Your logs reach {reach}: on {span(past)} nodes the fitted network is carried past what they "
+                "measured.</i>" if past else "")  # fmt: skip
+    if not beyond:
+        return ""
+    return (f" <i>{esc(cluster.name)}'s largest published table is of {checked} node{'s' if checked > 1 else ''}: "
+            f"its predictions on {span(beyond)} nodes are unchecked.</i>")  # fmt: skip
+
+
+def span(counts: list[int]) -> str:
+    return str(counts[0]) if len(counts) == 1 else f"{counts[0]} to {counts[-1]}"
+
+
+def caveat(cluster: Cluster, nodes: int) -> str:
+    """The check against published tables where a cap chosen there rests on sizes it found off (as predict says): at
+    the most GPUs' node count, which the choice's caveats leave to it (memory.choice_section)."""
+    said = cap_caveat(cluster, nodes)
+    return f" <i>{esc(said[0].upper() + said[1:])}.</i>" if said else ""
+
+
+NOT_FITTED = "not fitted: NCCL's latencies as its tuner has them"
+"""latency_scale's source where a profile leaves it at 1 and says none."""
+
+
+def sources_section(cluster: Cluster) -> str:
+    """Every field the predictions rest on, its value and its source: NCCL's version and the algorithms it may pick,
+    the latency scale (which a fit to logs moves), the node's and the network's numbers, the GPU's memory."""
+    values = {"gpus_per_node": cluster.gpus_per_node, "generation": cluster.generation, "cpu": cluster.cpu,
+              "nccl": cluster.nccl or "not given", "algorithms": ", ".join(cluster.algorithms),
+              "latency_scale": cluster.latency_scale,
+              "intra.nvlinks": cluster.nvlinks, "intra.link_gbps": cluster.link_gbps,
+              "intra.busbw_gbps": cluster.intra_busbw_gbps, "intra.nvls_busbw_gbps": cluster.nvls_busbw_gbps,
+              "inter.nics": cluster.nics, "inter.nic_gbps": cluster.nic_gbps,
+              "inter.busbw_gbps": cluster.inter_busbw_gbps, "inter.latency_us": cluster.inter_latency_us,
+              **({"gpu_memory_gib": cluster.gpu_memory_gib} if cluster.gpu_memory_gib else {})}  # fmt: skip
+    default = {"latency_scale": NOT_FITTED} if cluster.latency_scale == 1.0 else {}
+    cells = [[esc(key), esc(f"{value:g}" if isinstance(value, float) else value),
+              esc(cluster.sources.get(key) or default.get(key, "not given"))]
+             for key, value in values.items()]  # fmt: skip
+    where = f"built-in profile {cluster.name}" if is_builtin(cluster) else "your profile"
+    return (f"<h2>The cluster profile</h2><p>{esc(cluster.description)} ({esc(where)}); the model: "
+            "NCCL's tuner (docs/clusters.md).</p>" + table(["field", "value", "source"], cells))  # fmt: skip
+
+
+def published_section(cluster: Cluster) -> str:
+    """How far this profile's bus bandwidths were from every published nccl-tests table of its GPU:
+    the error to expect of the communication behind the predictions above, by node count."""
+    checks = published_checks(cluster)
+    if cluster.fitted_to:  # fitted to the user's logs: how well, and how far past them the page reaches
+        return (f"<h2>Against your logs</h2><p>This profile's levels were fitted to {esc(cluster.fitted_to)}; the "
+                "source of each fitted number above says so. Beyond "
+                f"{cluster.fitted_nodes} node{'s' if cluster.fitted_nodes > 1 else ''}, the predictions carry the "
+                "fitted network past what your logs measured. Published tables were not checked against a fitted "
+                "profile (docs/clusters.md).</p>")  # fmt: skip
+    if not checks:
+        what = "no published table was found for it" if is_builtin(cluster) else "a profile of your own"
+        return (f"<h2>Against published figures</h2><p>Not checked: {what}. Fit it to your nccl-tests logs "
+                "(<code>ddpbench predict --nccl-tests FILE</code>), which says the fit's own error.</p>")  # fmt: skip
+    cells = [[str(c["nodes"]), esc(c["table"]), esc(c["sizes"]), f"{c['mean_abs_error']:.1%}",
+              f"{c['worst_error']:+.1%} ({esc(c['worst_size'])})", f"{c['within_25']} of {c['count']}",
+              esc(c["conditions"]), f'<a href="{esc(c["source"])}">source</a>'] for c in checks]  # fmt: skip
+    return ("<h2>Against published figures</h2><p>The model's all-reduce bus bandwidth on this profile against "
+            "every published nccl-tests table of its GPU we found, none fitted to: "
+            f"{esc('; '.join(published_check_summary(checks)))}. The sizes where a table is far off are "
+            "where the predictions above are least sure (docs/measured/cluster-model.md).</p>"
+            + table(["nodes", "table", "sizes", "mean abs error", "worst (size)", "sizes within 25 %",
+                     "conditions", "source"], cells))  # fmt: skip
