@@ -336,6 +336,7 @@ def test_a_fit_that_does_not_describe_its_logs_is_warned_of(tmp_path, capsys):
 
 
 def test_the_what_if_page_of_a_fitted_profile_names_the_logs_and_how_far_they_reach(tmp_path):
+    from harness.perfmodel.sharded import OwnCheck
     from reports.pages.whatif import profile
 
     base = cluster.load("dgx-h100")
@@ -348,6 +349,15 @@ def test_the_what_if_page_of_a_fitted_profile_names_the_logs_and_how_far_they_re
     assert "Beyond 2 nodes, the predictions carry the fitted network past what your logs measured" in section
     best = pd.DataFrame({"nodes": [1, 2, 4, 128]})
     assert "on 4 to 128 nodes the fitted network is carried past what they measured" in profile.unchecked(fitted, best)
+    # How sure leads with the fit's own error and how far past the logs it is carried (the answer then leaves it),
+    # before the step models' check on the run's own steps
+    sure = html.unescape(profile.how_sure(OwnCheck("not checked against this run's own steps: …"), fitted, best))
+    assert sure.startswith(f"<p class=takeaway><b>How sure</b>: The network is fitted to {fitted.fitted_to}; on 4 "
+                           "to 128 nodes it is carried past what they measured (2 nodes). Not checked against this "
+                           "run's own steps")  # fmt: skip
+    assert "error on their rows" in fitted.fitted_to and profile.unchecked(fitted, best, fitted=False) == ""
+    assert "every node count here is within what they measured" in profile.how_sure(None, fitted, best.head(2))
+    assert profile.how_sure(None, base, best) == ""  # a built-in's: its published checks say how sure, below
     # the profile's table gives every fitted number with its source: the latency scale the fit moved, NCCL's version
     # and algorithms
     table = html.unescape(profile.sources_section(fitted))

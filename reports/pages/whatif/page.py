@@ -207,7 +207,7 @@ def whatif_page(meta: dict, configs: pd.DataFrame, profiles: pd.DataFrame, clust
         parts += [full_size.heading(setup, group, trained, default),
                   wm.choice_section(configs, at, cluster, worlds, booked=booked,
                                  rows=counted[setup][0] if setup in counted else None, checked=sure),
-                  asked, _answer(best, cluster, trained, default, moves=moves), wp.how_sure(sure),
+                  asked, _answer(best, cluster, trained, default, moves=moves), wp.how_sure(sure, cluster, best),
                   _calibration_note(group.iloc[0], meta, ended=bool(ends)),
                   figs.add(figures.step_vs_gpus(group, cluster=cluster.name, profiled=_profiled(group), **marked),
                            CAPTIONS["whatif_caps"]),
@@ -249,7 +249,7 @@ def _answer(best: pd.DataFrame, cluster: Cluster, trained: str = "", default: st
             f"Efficiency{before} {full_size.efficiencies(best, 'scaling_efficiency', ', ', nodes=True)}. "
             f"<b>Why</b> at {int(last['world_size'])} GPUs: {esc(why_last)}."
             f"{wp.caveat(cluster, int(last['nodes'])) * moves}{_small_cap_caveat(best)}"
-            f"{wp.unchecked(cluster, best)}")  # fmt: skip
+            f"{wp.unchecked(cluster, best, fitted=False)}")  # fmt: skip
     if "full_size_efficiency_at_most" not in best or best["full_size_efficiency_at_most"].isna().all():
         return f'<p class="headline"><b>Best cap for DDP</b> {said}</p>'
     profiled = wm.size_words(esc(last["size"]))

@@ -1,7 +1,7 @@
 """What the what-if page says of the cluster profile its predictions rest on: every number with its source
 (NCCL's version, its algorithms and the latency scale a fit moved among them), how far it was checked against
-published tables or fitted to the user's logs, node counts past them, and How sure (the step models' check on the
-run's own steps)."""
+published tables or fitted to the user's logs, and how sure a prediction is (the fit's own error and the node
+counts past the logs, before the step models' check on the run's own steps)."""
 
 from __future__ import annotations
 
@@ -13,22 +13,36 @@ from harness.perfmodel.sharded import OwnCheck
 from reports.pages.html import esc, table
 
 
-def how_sure(checked: OwnCheck | None) -> str:
-    """The step models against the run's own steps, in `predict`'s words, where predict checked them."""
-    said = checked.words if checked else ""
-    return f"<p class=takeaway><b>How sure</b>: {esc(said[0].upper() + said[1:])}.</p>" if said else ""
+def how_sure(checked: OwnCheck | None, cluster: Cluster, best: pd.DataFrame) -> str:
+    """How sure the steps above are: a profile fitted to the user's logs, the fit's error on them and the node counts
+    of `best` it is carried past them to, first (what the network's figures rest on); then the step models against
+    the run's own steps, in `predict`'s words, where predict checked them."""
+    said = [fitted_reach(cluster, best)] if cluster.fitted_to else []
+    said += [checked.words] if checked and checked.words else []
+    said = [esc(words[0].upper() + words[1:]) for words in said]
+    return f"<p class=takeaway><b>How sure</b>: {'. '.join(said)}.</p>" if said else ""
 
 
-def unchecked(cluster: Cluster, best: pd.DataFrame) -> str:
+def fitted_reach(cluster: Cluster, best: pd.DataFrame) -> str:
+    """'the network is fitted to 2 nccl-tests log(s) … worst 9.3%; on 8 to 64 nodes it is carried past what they
+    measured': a fitted profile's own error and how far past its logs the node counts of `best` go."""
+    past = sorted({int(n) for n in best["nodes"] if n > cluster.fitted_nodes})
+    reach = f"{cluster.fitted_nodes} node{'s' if cluster.fitted_nodes > 1 else ''}"
+    return (f"the network is fitted to {cluster.fitted_to}; " + (
+        f"on {span(past)} nodes it is carried past what they measured ({reach})" if past
+        else f"every node count here is within what they measured ({reach})"))  # fmt: skip
+
+
+def unchecked(cluster: Cluster, best: pd.DataFrame, *, fitted: bool = True) -> str:
     """Node counts past the largest published table the profile was checked against, as predict warns; of a profile
-    fitted to logs, those past the logs."""
+    fitted to logs, those past the logs (`fitted`: unless How sure says them)."""
     checked = max((c["nodes"] for c in published_checks(cluster)), default=None)
     beyond = sorted({int(n) for n in best["nodes"] if checked is not None and n > checked})
     if cluster.fitted_to:  # fitted to logs: checked against them, up to their node count
         past = sorted({int(n) for n in best["nodes"] if n > cluster.fitted_nodes})
         reach = f"{cluster.fitted_nodes} node{'s' if cluster.fitted_nodes > 1 else ''}"
         return (f" <i>Your logs reach {reach}: on {span(past)} nodes the fitted network is carried past what they "
-                "measured.</i>" if past else "")  # fmt: skip
+                "measured.</i>" if past and fitted else "")  # fmt: skip
     if not beyond:
         return ""
     return (f" <i>{esc(cluster.name)}'s largest published table is of {checked} node{'s' if checked > 1 else ''}: "
