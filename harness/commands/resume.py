@@ -32,11 +32,16 @@ def resume(args: argparse.Namespace):
     steering = _steering(args, _stored_config(args))
     config, plan, done = bench_run.resume_run(args.results, args.resume, retry_failed=args.retry_failed)
     config = dataclasses.replace(config, **steering)
-    deciding, worlds = repeats.more_to_decide(config, plan) if not plan.configurations else (0, [])
-    if deciding:
+    pace = _pace(plan.run)
+    standing, next_round = repeats.more_to_decide(config, plan, pace=pace) if not plan.configurations else (None, [])
+    if next_round and not _can_go_on(args, config, plan, (standing, next_round), pace=pace):
+        return None
+    if next_round:
         # By design: a run a --budget stopped is complete (all it planned is written) with verdicts still open
         # short of its --max-repeats, and the way on its last line gave is this resume.
         _say_steering(args, steering, config)
+        deciding = len(repeats.within_max(standing, config.max_repeats))
+        worlds = sorted({c.world_size for c in next_round})
         sizes = f"world size{'s' * (len(worlds) != 1)} {', '.join(map(str, worlds))}"
         console.say(f"ddpbench: resuming run {plan.run_id}: its {counted(done, 'planned configuration')} are "
                     f"written; --repeats auto goes on deciding its {counted(deciding, 'open verdict')} up to its "
@@ -51,6 +56,54 @@ def resume(args: argparse.Namespace):
     console.say(f"ddpbench: resuming run {plan.run_id}: {counted(done, 'finished configuration')} kept, "
                 f"{len(plan.configurations)} to run{retried}")  # fmt: skip
     return config, plan, done
+
+
+def _can_go_on(args: argparse.Namespace, config: BenchConfig, plan, found: tuple, *, pace: float | None) -> bool:
+    """Whether a resume that goes on deciding can run a round, else one line on the command that would go on: no
+    open verdict within the run's --max-repeats (a new run with more decides them), or a --budget (stored or
+    given, from this session's start) that one round at the last session's pace overruns. A resume that ran
+    nothing once said it went on deciding, then recorded a session with no configuration."""
+    import math
+    import time
+
+    from harness.commands.console import rounds
+    from harness.launch import repeats
+
+    standing, next_round = found
+    still = [v for v in standing.open if not v.given_up]
+    if not repeats.within_max(standing, config.max_repeats):
+        need = max((v.repeats_needed for v in still if v.reachable), default=0)
+        way = f": to decide {'it' if len(still) == 1 else 'them'}, {rounds.new_run_command(config.command, need)}"
+        console.say(f"ddpbench: run {plan.run_id}: nothing to resume: its {counted(len(still), 'open verdict')} "
+                    f"need{'s' * (len(still) == 1)} more repeats than its --max-repeats {config.max_repeats}, which "
+                    f"--resume keeps{way if need else ''}; nothing was written")  # fmt: skip
+        return False
+    round_s = (pace or 0.0) * len(next_round)
+    if config.budget_s is None or time.time() - getattr(args, "started_at", time.time()) + round_s <= config.budget_s:
+        return True
+    given = "--budget" if "budget_s" in getattr(args, "given_flags", {}) else "its stored --budget"
+    more = ("--budget", console.time_flag(60 * max(1, math.ceil(max(standing.estimate_s or 0.0, round_s) / 60))))
+    hint = console.resume_hint(plan.run_id, plan.run.parent, more=more)
+    about = f", about {round_s:.0f} s at the last session's pace" if pace else ""
+    console.say(f"ddpbench: run {plan.run_id}: {given} {console.time_flag(config.budget_s)} (from this session's "
+                f"start) cannot fit a round of {counted(len(next_round), 'configuration run')}{about}: {hint} goes "
+                "on; nothing was written")  # fmt: skip
+    return False
+
+
+def _pace(run) -> float | None:
+    """Seconds per configuration the run's last session took from its first launch (its summary.json), as the
+    rounds count it; None before any session is summed up."""
+    import json
+    from pathlib import Path
+
+    from harness.results.layout import SUMMARY_JSON
+
+    try:
+        session = json.loads((Path(run) / SUMMARY_JSON).read_text())["session"]
+        return (session["wall_s"] - session["phases_s"].get("start", 0.0)) / session["launched"]
+    except (OSError, ValueError, KeyError, TypeError, ZeroDivisionError):
+        return None
 
 
 def _locate(args: argparse.Namespace) -> None:

@@ -14,7 +14,7 @@ import json
 import time
 from collections.abc import Callable
 
-from harness.analysis import roles
+from harness.analysis import roles, stats
 from harness.analysis.verdicts import decide
 from harness.config import grid
 from harness.config.bench import BenchConfig
@@ -80,16 +80,22 @@ def until_decided(
                    on_tick=on_tick)  # fmt: skip
 
 
-def more_to_decide(config: BenchConfig, plan: BenchRun) -> tuple[int, list[int]]:
-    """What an auto run whose planned configurations are all written has left to decide, when a round is left to run
-    (what `--resume` finds to do after a stop between rounds): (its open verdicts short of --max-repeats, the world
-    sizes the next round runs at); (0, []) when none is."""
+def more_to_decide(config: BenchConfig, plan: BenchRun, *, pace: float | None = None) -> tuple[Decided | None, list]:
+    """What an auto run whose planned configurations are all written has left to decide (what `--resume` finds to
+    do after a stop between rounds): the verdicts now (`pace`: seconds per configuration, for the estimate) and the
+    next round's configurations; (None, []) where the run is not `--repeats auto`."""
     if config.repeats != AUTO:
-        return 0, []
-    standing, next_round = _standing(config, plan, decide.look_confidence(config.max_repeats), pace=None)
-    if not next_round:
-        return 0, []
-    return sum(1 for v in standing.open if not v.given_up), sorted({c.world_size for c in next_round})
+        return None, []
+    return _standing(config, plan, decide.look_confidence(config.max_repeats), pace=pace)
+
+
+def within_max(standing: Decided, max_repeats: int) -> list[decide.Verdict]:
+    """The open verdicts a round can still decide: not given up, and needing no more than --max-repeats (the
+    others a new run with more decides; rounds.to_decide sends them there), or sized from so few repeats that
+    the need is a rough guide (stats.ROUGH_UNDER: 3 repeats once said 5, the 6th 341): the rounds go on with
+    those, as the run's own would have."""
+    return [v for v in standing.open if not v.given_up and ((v.repeats_needed or 0) <= max_repeats
+                                                            or v.repeats < stats.ROUGH_UNDER)]  # fmt: skip
 
 
 def _over_budget(budget_s: float | None, began: float, next_round_s: float) -> bool:

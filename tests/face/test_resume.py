@@ -5,6 +5,7 @@ configurations again and keeps their failed rows in retried/."""
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 
 import pyarrow.parquet as pq
 import pytest
@@ -133,3 +134,49 @@ def test_the_command_a_hint_gives_is_this_install_not_another_on_path(tmp_path, 
     assert invoked.ddpbench_command() == "ddpbench"
     monkeypatch.setattr(shutil, "which", lambda name: None)
     assert invoked.ddpbench_command().endswith(" -m harness")
+
+
+def _stopped_auto_run(tmp_path, monkeypatch, *, needed: int, budget_s: float | None = 1.0, have: int = 2):
+    """A stored auto run a --budget stopped between rounds, its one open verdict needing `needed` repeats (the
+    verdicts and next round as harness.launch.repeats would judge them), its last session at 2 s a configuration."""
+    from harness.analysis.verdicts import decide
+    from harness.config.bench import BenchConfig
+    from harness.launch import bench_run, repeats
+
+    run = tmp_path / "r"
+    store.write_json(run / "run.json", {"run_id": "r", "config": {}})
+    store.write_json(run / "summary.json", {"session": {"wall_s": 30.0, "phases_s": {"start": 6.0}, "launched": 12}})
+    command = ("ddpbench", "bench", "--impls", "stock", "--max-repeats", "6", "--budget", "1s", "--run-id", "r")
+    config = BenchConfig(gpus=2, impls=("stock",), repeats="auto", max_repeats=6, budget_s=budget_s, command=command)
+    plan = bench_run.BenchRun("r", run, "cpu", 1, [], {})
+    monkeypatch.setattr(bench_run, "resume_run", lambda *a, **k: (config, plan, 12))
+    verdict = decide.Verdict("cap", "w2 mlp/tiny stock", "open", False, have, needed, frozenset({"c0", "c1"}))
+    round_ = [SimpleNamespace(world_size=2)] * 4
+    monkeypatch.setattr(repeats, "_standing", lambda *a, pace, **k: (repeats.Decided([verdict], 2, 8 * pace), round_))
+    return run
+
+
+def test_a_resume_whose_budget_fits_no_round_says_so_and_writes_nothing(tmp_path, capsys, monkeypatch):
+    """Given no --budget, a resume said its stored --budget 1s applied and it went on deciding, then ran nothing
+    ('the next round would end past --budget') and recorded a session that ran nothing."""
+    run = _stopped_auto_run(tmp_path, monkeypatch, needed=4)
+    code, out, err = bench(capsys, tmp_path, "--resume", "r")
+    assert code == 0 and err == "", err
+    assert out.startswith("ddpbench: run r: its stored --budget 1s (from this session's start) cannot fit a round of "
+                          "4 configuration runs, about 8 s at the last session's pace: "), out  # fmt: skip
+    assert out.endswith(f" bench --resume r --results {tmp_path} --budget 1m goes on; nothing was written\n"), out
+    assert out.count("\n") == 1 and "going on" not in out and "sessions" not in store.read_run_meta(run)
+
+
+def test_a_resume_whose_open_verdicts_all_need_more_than_max_repeats_sends_them_to_a_new_run(
+    tmp_path, capsys, monkeypatch
+):
+    """The last word had sent the verdict (need 8 > --max-repeats 6) to a new run; a resume then said it went on
+    deciding it 'up to its --max-repeats 6'."""
+    run = _stopped_auto_run(tmp_path, monkeypatch, needed=8, budget_s=None, have=5)  # a need sized from 5: no guess
+    code, out, _ = bench(capsys, tmp_path, "--resume", "r")
+    assert code == 0 and out.count("\n") == 1, out
+    assert out.startswith("ddpbench: run r: nothing to resume: its 1 open verdict needs more repeats than its "
+                          "--max-repeats 6, which --resume keeps: to decide it, a new run: "), out  # fmt: skip
+    assert out.endswith(" bench --impls stock --max-repeats 8; nothing was written\n"), out
+    assert "sessions" not in store.read_run_meta(run)
