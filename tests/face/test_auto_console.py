@@ -92,3 +92,10 @@ def test_the_last_word_keeps_a_verdict_given_up_whose_reference_ran_on_for_anoth
     screen.truncate(0), screen.seek(0)
     on_round(rerun, Decided([open_verdict(repeats=10)], 10, None, stopped_by="max-repeats"), [], screen)
     assert "given up" not in screen.getvalue()
+
+
+def test_the_new_run_drops_the_flags_it_replaces_however_abbreviated():
+    """argparse takes a unique prefix: '--max-rep 4 --budg 1m' stayed in the new run beside its --max-repeats 9."""
+    command = ("ddpbench", "bench", "--max-rep", "4", "--budg=1m", "--run-i", "a", "--impls", "stock", "--steps", "3")
+    said = rounds.new_run_command(command, 9)
+    assert said.endswith(" bench --impls stock --steps 3 --max-repeats 9"), said

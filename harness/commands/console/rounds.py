@@ -8,6 +8,7 @@ once printed 'repeats auto: 0 of 1 verdicts decided after N repeat(s)' five time
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import math
 from pathlib import Path
@@ -217,16 +218,33 @@ def new_run_command(command: tuple[str, ...], max_repeats: int) -> str:
 
     if len(command) < 2:
         return f"the same command with --max-repeats {max_repeats}"
+    full = _full_names(command[2:]) if command[1] == "bench" else {}
     words, skip = [], 0
     for word in command[1:]:
         if skip:
             skip -= 1
-        elif (name := word.split("=")[0]) in DROPPED:
+        elif (name := full.get(word.split("=")[0], word.split("=")[0])) in DROPPED:
             skip = DROPPED[name] if "=" not in word else 0
         else:
             words.append(word)
     words += ["--max-repeats", str(max_repeats)]
     return f"a new run: {ddpbench_command()} {shlex.join(words)}"
+
+
+def _full_names(words: tuple[str, ...]) -> dict[str, str]:
+    """Each flag of `words` that bench's parser took as an abbreviation ('--max-rep'), to its full name: argparse
+    accepts a unique prefix, and a new run that kept '--max-rep 4' beside its '--max-repeats 9' kept both."""
+    from harness import cli
+
+    parser = cli.build_parser()
+    bench = next(a.choices["bench"] for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    names = [name for name in bench._option_string_actions if name.startswith("--")]
+    full = {}
+    for word in words:
+        flag = word.split("=")[0]
+        if flag.startswith("--") and flag not in names and len(found := [n for n in names if n.startswith(flag)]) == 1:
+            full[flag] = found[0]
+    return full
 
 
 def say_unreachable(still: list) -> None:
