@@ -256,7 +256,7 @@ def test_a_full_size_run_that_takes_hours_by_its_flops_is_warned_about_at_its_st
     plan.warn_long_full_size(full, threads=1)
     said = capsys.readouterr().err
     assert (
-        said.startswith("ddpbench: warning: the steps of 1 configuration(s) at their full size or as --wopt sets them ")
+        said.startswith("ddpbench: warning: the steps of 1 configuration at their full size or as --wopt sets them ")
         and " h here by their FLOPs" in said
     )
     monkeypatch.setattr(pace, "cpu_flops_per_s", lambda threads, dtype="fp32": 1e15)
@@ -268,7 +268,22 @@ def test_a_full_size_run_that_takes_hours_by_its_flops_is_warned_about_at_its_st
     plan.warn_long_full_size(
         [dataclasses.replace(planned("stock", 1), workload_options={"classes": 1_000_000})], threads=1
     )
-    assert "the steps of 1 configuration(s) at their full size or as --wopt sets them" in capsys.readouterr().err
+    assert "the steps of 1 configuration at their full size or as --wopt sets them" in capsys.readouterr().err
+
+
+def test_the_long_run_warning_counts_memory_traffic_as_the_dry_runs_floor_does(capsys, slow_cpu, monkeypatch):
+    """The warning weighed the FLOPs floor alone: a model its bytes bound (a DLRM's large embedding) was never warned
+    about, though the dry run's floor, the higher of the two, said hours."""
+    from harness.commands.console import forecast as fc
+    from harness.commands.console import plan
+    from harness.measure import pace
+
+    monkeypatch.setattr(pace, "cpu_flops_per_s", lambda threads, dtype="fp32": 1e15)  # FLOPs: no time at all
+    monkeypatch.setattr(fc, "_memory_floor", lambda cfg, **_: (7200.0, ("this CPU's best copy, {} a rank", 1e9)))
+    plan.warn_long_full_size([dataclasses.replace(planned("stock", 2), size="full")], threads=1)
+    said = capsys.readouterr().err
+    assert "take at least 2.0 h here by their gradients' and optimizer's bytes (more than their FLOPs take) at this " \
+           "CPU's best copy, 1 GB/s a rank" in said, said  # fmt: skip
 
 
 def test_a_bf16_or_fp16_run_on_the_cpu_is_timed_in_its_dtype_and_warned_about_where_it_is_far_slower(

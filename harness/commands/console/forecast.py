@@ -204,20 +204,17 @@ def _fixed_text(fixed, gpus: str, results) -> str:
             f"run{'s' * (fixed.counted != 1)} of {gpus} here measured it ({names}{spread}){other}")  # fmt: skip
 
 
-def flops_floor(configurations, *, threads: int) -> tuple[float, int, str] | None:
-    """The least time `configurations`' steps take by their FLOPs, as (seconds, how many could be counted, the pace
-    they were counted at); None where none could be counted or the device's pace is not known."""
+def steps_floor(configurations, *, threads: int) -> tuple[float, int, str] | None:
+    """The least time `configurations`' steps take (each by its FLOPs or its memory traffic, the higher: the dry
+    run's floor), as (seconds, how many could be counted, what it rests on in words); None where none could be
+    counted or the device's pace is not known."""
     if not configurations:
         return None
-    return _flops_floor(configurations, threads=threads, pace=_best_pace(configurations[0], threads=threads))
-
-
-def _flops_floor(configurations, *, threads: int, pace: tuple[float | None, str]) -> tuple[float, int, str] | None:
-    """flops_floor at `pace` (_best_pace's)."""
+    pace = _best_pace(configurations[0], threads=threads)
     floors = _floors(configurations, threads=threads, pace=pace)
     if not floors:
         return None
-    return sum(floor for _, _, _, floor, *_ in floors), len(floors), f"{pace[1]} (a model's step runs slower)"
+    return sum(floor for _, floor, *_ in floors), len(floors), _basis(floors, f"{pace[1]} (a model's step runs slower)")
 
 
 def _floors(configurations, *, threads: int, pace: tuple[float | None, str]) -> list[tuple]:

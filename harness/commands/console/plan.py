@@ -4,7 +4,7 @@ its warm-up, a strategy that will save nothing, and its configurations (`--dry-r
 from __future__ import annotations
 
 from harness.commands.console import say, warning
-from harness.commands.console.forecast import Auto, flops_floor, minutes_text, say_forecast
+from harness.commands.console.forecast import Auto, minutes_text, say_forecast, steps_floor
 from harness.commands.console.profiling import warn_if_busy
 from harness.config.ranks import available_cpus
 from harness.results.values import counted
@@ -159,20 +159,21 @@ def ddp_rank_bytes(counts: dict, optimizer: str) -> tuple[float, list[str]]:
 
 def warn_long_full_size(configurations, *, threads: int) -> None:
     """A full size's steps (a model of yours, or one its --wopt options may enlarge: the ones the host's memory is
-    judged for) on the CPU, when their FLOPs alone take more than LONG_S here: said before the first launch, which
-    would otherwise give no pace for the first configuration's hours."""
+    judged for) on the CPU, when their floor (the dry run's: each by its FLOPs or its memory traffic, the higher)
+    takes more than LONG_S here: said before the first launch, which would otherwise give no pace for the first
+    configuration's hours."""
     from harness.config.grid import skip_reason
 
     heavy = [c for c in configurations if _may_be_large(c) and not skip_reason(c)]
-    floor = flops_floor(heavy, threads=threads)
+    floor = steps_floor(heavy, threads=threads)
     if floor and floor[0] >= LONG_S:
         warning(f"the steps of {counted(len(heavy), 'configuration')} at their full size or as --wopt sets them take "
-                f"at least {minutes_text(floor[0])} here by their FLOPs at {floor[2]}; a smaller model takes far "
+                f"at least {minutes_text(floor[0])} here by {floor[2]}; a smaller model takes far "
                 "less, and predict --run (with --train-wopt) counts the one you will train from it")  # fmt: skip
 
 
 LONG_S = 1800
-"""A run whose full-size steps take at least this long by their FLOPs is warned about at its start."""
+"""A run whose full-size steps take at least this long (the dry run's floor) is warned about at its start."""
 
 
 def _may_be_large(cfg) -> bool:
