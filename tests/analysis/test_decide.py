@@ -230,7 +230,7 @@ def test_the_last_word_on_open_verdicts_says_what_would_decide_them(monkeypatch)
     out.truncate(0), out.seek(0)  # after 3 repeats the estimate is as rough as the counts
     rounds.to_decide(Decided([short], 3, 150.0, stopped_by="budget"), run_id="r1", results="res", max_repeats=41)
     assert out.getvalue() == ("ddpbench: to decide the rest: ddpbench bench --resume r1 --results res --budget 3m "
-                              "(about 2 min more at the spread seen (a rough guide from 3 repeats))\n")  # fmt: skip
+                              "(about 2 min more at the spread seen, a rough guide from 3 repeats)\n")  # fmt: skip
     out.truncate(0), out.seek(0)
     decided = decide.Verdict(decide.CAP, "w2 mlp/small stock", "use bucket_cap_mb=25", True, 4, None, frozenset())
     rounds.to_decide(Decided([decided], 4, None), run_id="r1", results="res", max_repeats=20)
@@ -308,7 +308,7 @@ def test_a_budget_stop_sends_to_resume_only_the_verdicts_a_resume_can_decide(mon
                       results="res", max_repeats=4)  # fmt: skip
     assert out.getvalue() == (  # every open one needs more than a resume reaches: no resume offered
         "ddpbench: to decide the rest: the same command with --max-repeats 864 (the most an open verdict needs at "
-        "the spread and ratio seen (a rough guide from 3 repeats), about 2.0 h at this session's pace; the verdicts "
+        "the spread and ratio seen, about 2.0 h at this session's pace, a rough guide from 3 repeats; the verdicts "
         "decided here stop early again); --resume keeps this run's --max-repeats 4, on which its verdicts' error rate "
         "rests\n"
     )
@@ -317,9 +317,9 @@ def test_a_budget_stop_sends_to_resume_only_the_verdicts_a_resume_can_decide(mon
                       run_id="knobs1", results="res", max_repeats=4)  # fmt: skip
     assert out.getvalue().splitlines() == [
         "ddpbench: to decide the 1 open within --max-repeats 4: python -m harness bench --resume knobs1 --results res "
-        "--budget 2m (about 2 min more at the spread seen (a rough guide from 3 repeats); some need more)",
+        "--budget 2m (about 2 min more at the spread seen, a rough guide from 3 repeats; some need more)",
         "ddpbench: to decide the 2 that need more: the same command with --max-repeats 864 (the most an open verdict "
-        "needs at the spread and ratio seen (a rough guide from 3 repeats), about 2.0 h at this session's pace; the "
+        "needs at the spread and ratio seen, about 2.0 h at this session's pace, a rough guide from 3 repeats; the "
         "verdicts decided here stop early again); --resume keeps this run's --max-repeats 4, on which its verdicts' "
         "error rate rests",
     ]

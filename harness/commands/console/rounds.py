@@ -177,7 +177,8 @@ def to_decide(standing, *, run_id: str, results: Path | str, max_repeats: int, c
     still = standing.open
     if not still:
         return
-    rough = stats.rough_guide(standing.repeats)
+    rough = stats.rough_guide(standing.repeats).strip().strip("()")  # said inside a bracket: no bracket of its own
+    rough = f", {rough}" if rough else ""
     beyond = [v for v in still if v.given_up or (v.repeats_needed or 0) > max_repeats]
     if standing.stopped_by == "budget" and len(beyond) < len(still):
         more = (
@@ -198,7 +199,7 @@ def to_decide(standing, *, run_id: str, results: Path | str, max_repeats: int, c
         counted = sum(1 for v in beyond if v.reachable)
         head = "to decide the rest" if counted == len(still) else f"to decide the {counted} that need more"
         console.say(f"ddpbench: {head}: {new_run_command(command, need)} (the most an open verdict "
-            f"needs at the spread and ratio seen{rough}{took}; the verdicts decided here stop early again); --resume "
+            f"needs at the spread and ratio seen{took}{rough}; the verdicts decided here stop early again); --resume "
             f"keeps this run's --max-repeats {max_repeats}, on which its verdicts' error rate rests")  # fmt: skip
     say_unreachable(still)
 
