@@ -66,10 +66,10 @@ def _check_registered(name: str, options: dict[str, Any]) -> None:
     valid = [key for key in entry(name).options() if key != "size"]  # --size sets the size
     unknown = sorted(set(options) - set(valid))
     if unknown:
-        zoo = (" (the zoo's models take their configuration's fields, e.g. --workloads hf:gpt2 --wopt "
-               "seq_len=1024: docs/your-model.md)")  # fmt: skip
+        zoo = ("; the zoo's models take their configuration's fields, e.g. --workloads hf:gpt2 --wopt "
+               "seq_len=1024: docs/your-model.md")  # fmt: skip  # no bracket: a refusal brackets this text
         from workloads._zoo.source import did_you_mean
 
         near = did_you_mean(unknown, valid)
         raise UnknownOption(f"workload {name!r} has no option {', '.join(unknown)}{near}; valid options: "
-                          f"{', '.join(valid) or '(none)' + zoo}")  # fmt: skip
+                          f"{', '.join(valid) or 'none' + zoo}")  # fmt: skip

@@ -62,8 +62,11 @@ def check_given(sources: list, given) -> None:
         key, values = item
         if isinstance(item, Unsplit):
             meant = key.partition("=")[0].strip() or key
-            raise ConfigError(f"--wopt {key!r} is not key=value[,value…] "
-                              f"({') ('.join(_key_words(source, meant) for source in sources)})")  # fmt: skip
+            words = {source.name: _key_words(source, meant) for source in sources}
+            takers = [name for name, said in words.items() if said is None]
+            why = (f"{', '.join(takers)} take{'s' * (len(takers) == 1)} {meant}=VALUE" if takers
+                   else "; ".join(words.values()))  # fmt: skip
+            raise ConfigError(f"--wopt {key!r} is not key=value[,value…] ({why})")
         if not values:
             raise ConfigError(f"--wopt {key} has no value")
 
@@ -83,13 +86,13 @@ def _check_taken(given, combos: list[dict[str, Any]], refusals: dict[str, list[s
             raise ConfigError(f"--wopt {key}: no chosen workload takes it ({') ('.join(refusals[key])})")
 
 
-def _key_words(source, key: str) -> str:
-    """Why `source` does not take `key`, in its words (which name the keys it does), or that it takes it."""
+def _key_words(source, key: str) -> str | None:
+    """Why `source` does not take `key`, in its words (which name the keys it does); None where it takes it."""
     try:
         taken = _typed_values(source, key, ["1"])
     except ConfigError:  # it takes the key: the value tried was its to refuse
         taken = []
-    return str(taken) if isinstance(taken, UnknownOption) else f"{source.name} takes {key}=VALUE"
+    return str(taken) if isinstance(taken, UnknownOption) else None
 
 
 def _named_apart(sources: list) -> list:

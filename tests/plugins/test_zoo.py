@@ -565,7 +565,7 @@ def test_a_user_file_that_fails_to_import_is_one_line_naming_it_and_the_line(cap
         (["--workloads", "torchvision:squeezenet1_1", "--wopt", "num_clases=3"],
          "torchvision:squeezenet1_1 takes no option num_clases (did you mean num_classes?); its options: dropout"),
         (["--workloads", "gpt2", "--wopt", "seq_len=64"], "workload 'gpt2' has no option seq_len; valid options: "
-         "(none) (the zoo's models take their configuration's fields, e.g. --workloads hf:gpt2"),  # the docs' advice
+         "none; the zoo's models take their configuration's fields, e.g. --workloads hf:gpt2"),  # the docs' advice
         (["--workloads", "torchvision:squeezenet1_1", "--wopt", "colour=red"],
          "torchvision:squeezenet1_1 takes no option colour; its options: dropout, image_size, num_classes, version"),
         (["--workloads", "torchvision:convnext_tiny", "--wopt", "colour=red"],
@@ -619,7 +619,7 @@ def test_a_workload_option_nothing_takes_is_one_line_exit_2(capsys, tmp_path, ar
                           "options: classes)"),  # list once said it without the flag
     ("mlp", "classes=abc", "--wopt classes=abc is not valid for mlp (classes: 'abc' is not a whole number (≥ 1))"),
     ("gpt2", "seq_len=64", "--wopt seq_len: no chosen workload takes it (workload 'gpt2' has no option seq_len; valid "
-                           "options: (none)"),  # a registered workload that takes none
+                           "options: none; the zoo's models"),  # a registered workload that takes none
 ])  # fmt: skip
 def test_a_bad_workload_option_is_the_same_line_from_list_bench_and_its_dry_run(capsys, tmp_path, workload, wopt,
                                                                                 said):  # fmt: skip
@@ -630,6 +630,15 @@ def test_a_bad_workload_option_is_the_same_line_from_list_bench_and_its_dry_run(
     out, err = capsys.readouterr()
     assert out == "" and err.count("\n") == 1
     assert lines | {err} == {err} and said in err, (lines, err)
+
+
+def test_a_bare_key_one_workload_takes_names_only_that_one_in_one_bracket(capsys, tmp_path):
+    """'(mlp takes classes=VALUE) (workload 'gpt2' has no option classes; valid options: (none) (the zoo's …))':
+    where one takes the key, the others' refusals are beside the point."""
+    said = refused(capsys, tmp_path, "--workloads", "mlp,gpt2", "--wopt", "classes", "--dry-run")
+    assert said == "ddpbench: error: --wopt 'classes' is not key=value[,value…] (mlp takes classes=VALUE)\n", said
+    said = refused(capsys, tmp_path, "--workloads", "gpt2", "--wopt", "classes", "--dry-run")
+    assert said.count("(") == 1 and said.endswith(": docs/your-model.md)\n"), said  # one bracket, not nested
 
 
 def test_a_value_one_workload_refuses_is_refused_though_another_takes_it(capsys, tmp_path, user_file):
