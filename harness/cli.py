@@ -109,7 +109,8 @@ def add_bench_parser(commands) -> None:
 def add_compare_parser(commands) -> None:
     compare = commands.add_parser(
         "compare",
-        help="did NEW get significantly slower than BASE? (exit 1 if so, 3 if the evidence cannot tell)",
+        help="did NEW get significantly slower than BASE, or need more memory? (exit 1 if so, 3 if the evidence "
+        "cannot tell)",
         description=arguments.COMPARE_DESCRIPTION,
         epilog=arguments.COMPARE_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -119,6 +120,8 @@ def add_compare_parser(commands) -> None:
     compare.add_argument(
         "--threshold", default="5%", help="smallest change that counts, above 0%% and below 100%% (default: 5%%)"
     )
+    compare.add_argument("--memory-threshold", default="5%", help="smallest growth of a rank's peak memory (GPU: "
+                         "peak reserved; CPU: peak RSS) that counts, as --threshold (default: 5%%)")  # fmt: skip
     compare.add_argument("--results", type=Path, default=Path("results"), help="results folder (default: results)")
     compare.add_argument(
         "--across-strategies",

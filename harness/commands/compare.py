@@ -1,5 +1,6 @@
 """`ddpbench compare BASE NEW`: judge each matched configuration, write the comparison page, and
-exit 1 when any got significantly slower or failed in NEW where BASE measured it; 3 when none did
+exit 1 when any got significantly slower, needs significantly more peak memory per rank
+(analysis.verdicts.memory_compare) or failed in NEW where BASE measured it; 3 when none did
 but the evidence is short: some could not be told apart with the repeats at hand, could not be
 compared because a setting differed (threads per rank, backend, TF32, first bucket, a timing hook:
 a different measurement, never counted as slower; docs/statistics.md), have no ok counterpart in
@@ -16,7 +17,7 @@ from harness.config.bench import ConfigError
 from harness.results.layout import check_output_folder, check_runs_folder
 
 EXIT_SLOWER = 1
-"""Some configuration significantly slower, or failed in NEW where BASE measured it."""
+"""Some configuration significantly slower or higher in peak memory, or failed in NEW where BASE measured it."""
 EXIT_TOO_FEW = 3
 """Not 0 (that would pass a CI gate on no evidence), not 1 (nothing was found slower), not 2 (bad input):
 too few repeats to tell, a setting that differs, a configuration NEW has no ok result for, nothing matched."""
@@ -26,12 +27,13 @@ EXIT_CRASHED = 4
 
 def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
     threshold = parse_threshold(args.threshold)
+    memory_threshold = parse_threshold(args.memory_threshold, flag="--memory-threshold")
     runs = run_folder(args.base, args.results), run_folder(args.new, args.results)
     if runs[0].resolve() == runs[1].resolve():  # every ratio 1 by construction: a gate would pass on nothing
         raise ConfigError(f"BASE and NEW are the same run {runs[0].name!r}; compare judges two separate runs")
     check_output_folder("--out", args.out)
     try:
-        return _compare(args, *runs, threshold=threshold)
+        return _compare(args, *runs, threshold=threshold, memory_threshold=memory_threshold)
     except ConfigError:
         raise
     except Exception as exc:  # a gate must not read a crash as "slower" (exit 1): a code of its own
@@ -40,17 +42,17 @@ def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
         return EXIT_CRASHED
 
 
-def parse_threshold(text: str) -> float:
-    """'5%' or '0.05' → 0.05."""
+def parse_threshold(text: str, *, flag: str = "--threshold") -> float:
+    """'5%' or '0.05' → 0.05; `flag` names it in the error."""
     try:
         value = float(text[:-1]) / 100 if text.endswith("%") else float(text)
     except ValueError:
         value = -1.0
     if 1 <= value < 100 and not text.endswith("%"):  # '5' meant as 5 % would be 500 %: say which was meant
-        raise ConfigError(f"--threshold {text!r} would be {value:.0%}; give {text}% for {text} per cent (or a "
+        raise ConfigError(f"{flag} {text!r} would be {value:.0%}; give {text}% for {text} per cent (or a "
                           f"fraction, {value / 100:g})")  # fmt: skip
     if not 0 < value < 1:  # 0 could never call two runs the same, 100 % would call 1.9× no change
-        raise ConfigError(f"--threshold {text!r} is not valid; give a percentage above 0% and below 100%, such as 5% "
+        raise ConfigError(f"{flag} {text!r} is not valid; give a percentage above 0% and below 100%, such as 5% "
                           "(or a fraction, 0.05)")  # fmt: skip
     return value
 
@@ -75,19 +77,23 @@ SHOWN_MISSING = 3
 """Lines of 'no ok result in NEW' the console prints before '… and N more' (the page lists them all)."""
 
 
-def _compare(args: argparse.Namespace, base_run: Path, new_run: Path, *, threshold: float) -> int:
+def _compare(
+    args: argparse.Namespace, base_run: Path, new_run: Path, *, threshold: float, memory_threshold: float
+) -> int:
     from harness.analysis.verdicts import compare
     from reports.pages.compare import write_comparison_page
     from reports.site import refresh_index
 
     across = args.across_strategies
-    frame, environment, not_compared = compare.compare(base_run, new_run, threshold=threshold, across_strategies=across)
+    frame, environment, not_compared = compare.compare(base_run, new_run, threshold=threshold, across_strategies=across,
+                                                       memory_threshold=memory_threshold)  # fmt: skip
     environment += [*_not_alone(base_run, "BASE"), *_not_alone(new_run, "NEW")]
     environment += [*_unfinished(base_run, "BASE"), *_unfinished(new_run, "NEW")]
     failed, missing = compare.without_counterpart(base_run, new_run, across_strategies=across)
     for warning in [*environment, *not_compared, *_shortened(missing), *failed]:
         console.warning(warning)
     compared.comparison(frame, threshold=threshold)
+    compared.memory_regressions(frame)
     judged = compare.outcome(frame, failed=failed, missing=missing, not_compared=not_compared)
     if frame.empty:  # why nothing matched: the setting that keeps them apart, what each run measured
         apart = differing(base_run, new_run, across_strategies=across)

@@ -21,6 +21,7 @@ from harness.results import store
 from harness.results.values import options_words
 from reports.figures.style import new_figure, styled
 from reports.pages import evidence
+from reports.pages.compare_memory import memory_section
 from reports.pages.html import FigureList, esc, page, table
 
 VERDICT_CLASS = {"slower": "failed", "faster": "ok"}
@@ -173,6 +174,7 @@ def comparison_page(base: str, new: str, frame: pd.DataFrame, judged: dict, *, e
     )
     parts.append(FigureList().add(ratio_figure(frame, threshold=threshold), caption))
     parts.append(comparison_table(frame))
+    parts.append(memory_section(frame, configuration_label))
     return page(f"ddpbench compare: {comparing.comparison_name(base, new)}", "\n".join(parts), depth=1)
 
 

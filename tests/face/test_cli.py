@@ -121,7 +121,7 @@ def test_nothing_below_the_face_prints_or_parses_argv():
     [(["compare", "a", "b", "--treshold", "5%"], "unrecognized arguments --treshold 5%; did you mean --threshold?"),
      (["predict", "--clustr", "dgx-h100"], "unrecognized arguments --clustr dgx-h100; did you mean --cluster?"),
      (["compare", "a", "b", "--bogus"], "unrecognized argument --bogus; compare's flags are --across-strategies, "
-      "--help, --out, --results, --threshold"),
+      "--help, --memory-threshold, --out, --results, --threshold"),
      (["compare", "a", "b", "c"], "unrecognized argument c; compare's flags are ")],
 )  # fmt: skip
 def test_a_stray_argument_is_one_line_with_the_nearest_flag_or_the_commands_flags(capsys, argv, said):

@@ -14,8 +14,11 @@ KEYS = {"impl": "stock", "impl_options": "{}", "workload": "mlp", "size": "tiny"
 KEYS |= {"batch_size": 8, "optimizer": "sgd", "device": "cpu"}
 
 
-def fake_run(results, run_id: str, *, statuses=("ok",) * 3, dtype: str = "fp32", mean_ms: float = 100.0) -> None:
-    """One configuration measured once per status (a failed repeat has no steps)."""
+def fake_run(
+    results, run_id: str, *, statuses=("ok",) * 3, dtype: str = "fp32", mean_ms: float = 100.0, rss_mb=None
+) -> None:
+    """One configuration measured once per status (a failed repeat has no steps), each repeat's peak RSS
+    `rss_mb` (a list, one per repeat) where given."""
     meta = {"run_id": run_id, "started_at": run_id, "device": "cpu", "configurations": [{"world_size": 2}]}
     store.write_json(results / run_id / "run.json", {**meta, "environment": {"hostname": "h"}})
     rng = np.random.default_rng(len(run_id))
@@ -27,6 +30,7 @@ def fake_run(results, run_id: str, *, statuses=("ok",) * 3, dtype: str = "fp32",
         ]  # fmt: skip
         row = {"run_id": run_id, "config_id": f"c{repeat}", **KEYS, "dtype": dtype, "status": status,
                "repeat": repeat, "error": "rank 1: RuntimeError: boom" if status == "failed" else None}  # fmt: skip
+        row |= {"mem_peak_rss_mb": rss_mb[repeat]} if rss_mb else {}
         store.write_configuration(results / run_id, f"c{repeat}", row, steps)
     store.write_json(results / run_id / "summary.json", {"complete": True})  # a run at its end
 
@@ -299,3 +303,27 @@ def test_a_run_compared_before_its_end_is_said_so(tmp_path, capsys):
     _, out = compare(capsys, tmp_path / "r")
     assert "NEW (new) was stopped before its end (bench --resume new finishes it)" in out.err, out.err
     assert "BASE (base)" not in out.err  # a run at its end is not named
+
+
+def test_a_peak_memory_regression_fails_the_gate_naming_it_and_equal_memory_passes(tmp_path, capsys):
+    fake_run(tmp_path / "r", "base", rss_mb=[500.0, 501.0, 500.5])
+    fake_run(tmp_path / "r", "new", rss_mb=[550.0, 551.0, 550.5])  # 10 % more, step times alike
+    code, out = compare(capsys, tmp_path / "r", "--threshold", "10%")
+    assert code == 1, out
+    assert "w2 mlp/tiny stock: peak RSS (process) 500.5 -> 550.5 MiB, ratio 1.100 (95% CI " in out.out
+    assert "compare: more memory: 1 of 1 matched configuration(s) with peak memory significantly higher" in out.out
+    kept = store.read_json(tmp_path / "r" / "comparisons" / "base_vs_new.json")
+    assert kept["rows"][0]["mem_verdict"] == "higher" and kept["judged"]["memory_higher"] == 1
+    assert "Peak memory per rank" in (tmp_path / "site" / "compare" / "base_vs_new.html").read_text()
+    # the same growth under a --memory-threshold it does not reach, or equal memory: the step verdict decides
+    assert compare(capsys, tmp_path / "r", "--threshold", "10%", "--memory-threshold", "20%")[0] == 0
+    fake_run(tmp_path / "r", "new", rss_mb=[500.0, 501.0, 500.5])
+    code, out = compare(capsys, tmp_path / "r", "--threshold", "10%")
+    assert code == 0 and "peak RSS" not in out.out, out
+
+
+def test_a_bad_memory_threshold_is_one_line_naming_the_flag(tmp_path, capsys):
+    fake_run(tmp_path / "r", "base")
+    fake_run(tmp_path / "r", "new")
+    code, out = compare(capsys, tmp_path / "r", "--memory-threshold", "0%")
+    assert code == 2 and "--memory-threshold '0%' is not valid; give a percentage above 0%" in out.err

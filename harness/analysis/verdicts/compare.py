@@ -19,6 +19,7 @@ from pathlib import Path
 import pandas as pd
 
 from harness.analysis import roles, stats
+from harness.analysis.verdicts import memory_compare
 from harness.analysis.verdicts.environment import environment_differences
 from harness.config.bench import ConfigError
 from harness.results import store
@@ -40,11 +41,11 @@ def load_samples(run: Path) -> tuple[dict, pd.DataFrame]:
     measured = steps[~steps["warmup"]]
     slowest = measured.groupby(["config_id", "step"], as_index=False)["step_ms"].max()
     hooked = configs["comm_note"].map(timed_by_hook) if "comm_note" in configs else None
-    configs = configs.assign(timed_by_hook=hooked)
+    configs = memory_compare.with_peaks(configs.assign(timed_by_hook=hooked))  # each repeat's peak per rank
     for key in SETTING_KEYS:
         if key not in configs:  # a run from before the column: not recorded
             configs = configs.assign(**{key: None})
-    ok = configs[configs["status"] == "ok"][["config_id", *MATCH_KEYS, *SETTING_KEYS]]
+    ok = configs[configs["status"] == "ok"][["config_id", *MATCH_KEYS, *SETTING_KEYS, "peak_mb", "peak_column"]]
     return store.read_run_meta(run), slowest.merge(ok, on="config_id")
 
 
@@ -124,14 +125,16 @@ def _pair_settings(base: pd.DataFrame, new: pd.DataFrame, settings: list[str]):
 
 
 def compare(
-    base_run: Path, new_run: Path, *, threshold: float, across_strategies: bool = False
-) -> tuple[pd.DataFrame, list[str], list[str]]:
+    base_run: Path, new_run: Path, *, threshold: float, across_strategies: bool = False,
+    memory_threshold: float = memory_compare.DEFAULT_MEMORY_THRESHOLD,
+) -> tuple[pd.DataFrame, list[str], list[str]]:  # fmt: skip
     """(one row per matched configuration, environment warnings, configurations not compared).
 
     A configuration of BASE whose counterpart in NEW differs in a setting (SETTING_KEYS) is a
     different measurement: it gets a line naming the settings and values, not a verdict.
     `across_strategies` matches configurations whatever their strategy (the `local` baseline
-    set aside), so a run of one strategy can be judged against a run of another.
+    set aside), so a run of one strategy can be judged against a run of another. Each row also judges the
+    repeats' peak memory against `memory_threshold` (memory_compare), at the same confidence.
     """
     base_meta, base = load_samples(base_run)
     new_meta, new = load_samples(new_run)
@@ -159,7 +162,8 @@ def compare(
                 paired = _paired(_plain(key), found, keys, base_rows, new_rows) if stand_in else {}
                 pairs.append(({**matched, **paired}, base_rows, new_rows))
     confidence = family_confidence(len(pairs))  # the gate fails on any one: its error is the family's
-    rows = [{**matched, **judge(b, n, threshold=threshold, confidence=confidence), "configurations_judged": len(pairs)}
+    rows = [{**matched, **judge(b, n, threshold=threshold, confidence=confidence), "configurations_judged": len(pairs),
+             **memory_compare.judge(b, n, threshold=memory_threshold, confidence=confidence)}
             for matched, b, n in pairs]  # fmt: skip
     return pd.DataFrame(rows), environment_differences(base_meta, new_meta), not_compared
 
@@ -301,7 +305,8 @@ def comparison_name(base: str, new: str) -> str:
 
 REGRESSED, UNDECIDED, PASSED = "slower", "cannot tell", "nothing slower"
 """The comparison's outcome, what `ddpbench compare`'s exit code says (1, 3, 0): a gate fails on a slower or
-failed configuration, cannot pass on short evidence, and passes only when every configuration was judged."""
+failed configuration (or one whose peak memory is significantly higher: memory_compare), cannot pass on short
+evidence, and passes only when every configuration was judged."""
 
 
 def outcome(frame: pd.DataFrame, *, failed: list[str], missing: list[str], not_compared: list[str]) -> dict:
@@ -312,11 +317,14 @@ def outcome(frame: pd.DataFrame, *, failed: list[str], missing: list[str], not_c
     tally = {"matched": matched, "slower": int(verdicts.get(stats.SLOWER, 0)),
              "faster": int(verdicts.get(stats.FASTER, 0)), "unchanged": int(verdicts.get(stats.NO_CHANGE, 0)),
              "too_few": int(verdicts.get(stats.TOO_FEW, 0)), "not_compared": len(not_compared),
-             "failed": len(failed), "missing": len(missing)}  # fmt: skip
+             "failed": len(failed), "missing": len(missing),
+             "memory_higher": len(memory_compare.higher(frame))}  # fmt: skip
     regressed = _counted(tally, slower=f"of {matched} matched configuration(s) significantly slower",
+                         memory_higher=f"of {matched} matched configuration(s) with peak memory significantly higher",
                          failed="failed in NEW")  # fmt: skip
-    if regressed:
-        return {"outcome": REGRESSED, "sentence": f"{REGRESSED}: {regressed}", **tally}
+    if regressed:  # memory alone: said as such (the outcome, what the exit code says, is the same)
+        said = REGRESSED if tally["slower"] or tally["failed"] else memory_compare.MEMORY_REGRESSED
+        return {"outcome": REGRESSED, "sentence": f"{said}: {regressed}", **tally}
     short = _counted(tally, too_few=f"of {matched} matched configuration(s) with too few repeats to tell",
                      not_compared="not compared (a setting differs)", missing="with no ok result in NEW")  # fmt: skip
     if frame.empty or short:

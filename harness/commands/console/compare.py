@@ -76,3 +76,12 @@ def open_named(frame: pd.DataFrame) -> str:
     leaning = shut[shut["leaning"] == "slower"] if "leaning" in shut else shut.iloc[:0]
     slower = "; slower so far: " + ", ".join(f"{_named(r)} {r.ratio:.2f}×" for r in leaning.itertuples())
     return f" ({', '.join(said)}{slower if len(leaning) else ''})"
+
+
+def memory_regressions(frame: pd.DataFrame) -> None:
+    """A line per configuration whose peak memory per rank is significantly higher in NEW (memory_compare)."""
+    from harness.analysis.verdicts import memory_compare
+    from harness.analysis.verdicts.compare import interval_level
+
+    for r in memory_compare.higher(frame).itertuples():
+        _print(memory_compare.regression_line(r, named=_named(r), level=interval_level(frame)))
