@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from harness.analysis import stats, why
+from harness.analysis import optimizer_lead, stats, why
 from harness.analysis.verdicts import sweep
 from harness.results.dictionary.columns import PHASE_COLUMNS as PHASES  # the step phases, as steps/ names them
 from harness.results.values import counted, strategy_label, strategy_labels
@@ -286,6 +286,9 @@ class RunData:
     """The run folder relative to the run page, for links to its files (traces)."""
     run_path: str = ""
     """The run folder as given to `ddpbench report` (for commands and snippets the reader copies)."""
+    optimizer_steps: pd.DataFrame = dataclasses.field(default_factory=pd.DataFrame)
+    """Per configuration, its slowest rank's mean step and optimizer step as timed (optimizer_lead.config_phases):
+    the optimizer's lead beside the answer, in bench's figures."""
 
 
 def summarize_run(
@@ -310,6 +313,7 @@ def summarize_run(
         configs=with_labels(configs),
         ranks=ranks,
         phases=phase_means(steps),
+        optimizer_steps=optimizer_lead.config_phases(steps),
         boxes=box_stats(series),
         series=downsample(series),
     )
