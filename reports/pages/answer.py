@@ -40,7 +40,8 @@ from reports.pages.evidence import (
     swept_caps,
     too_few_text,
 )
-from reports.pages.html import HEADING_NAME, esc, name_html, shared_link, table
+from reports.pages.html import HEADING_NAME, esc, name_html, table
+from reports.pages.legend import predict_links, strategies_legend
 from reports.pages.optimizer_lead import optimizer_lead
 from reports.pages.pooled import MISSING, ranked, run_confidence, value
 
@@ -370,24 +371,3 @@ def answer_section(run: RunData, workloads: list[str]) -> str:
     parts.append(predict_links(run.meta))
     parts.append(f"<p class=caption>{CAPTION}{POOLED_CAPS * pooled}{STAND_IN if stand_in else ''}</p>")
     return "\n".join(parts)
-
-
-def predict_links(meta: dict) -> str:
-    """The pages `predict --page` wrote of this run into its site (site.read_shared_pages), each under its title and
-    what it books, as the index says it (html.shared_link): the answer on a cluster at a GPU's step given, which a page
-    of the run's own machine does not give; '' for none."""
-    links = "; ".join(shared_link(p, up="../") for p in meta.get("predict_pages") or [])
-    return f"<p>On a cluster at a GPU step given (<code>ddpbench predict --page</code>): {links}.</p>" if links else ""
-
-
-def strategies_legend(shown: list[str], leaders: set[str] = frozenset()) -> str:
-    """What each strategy shown is, in its plug-in's registered words (`ddpbench list`), and where one is not a
-    strategy to deploy (its plug-in's `instrument`), that, first where it leads a headline above; '' for none."""
-    said = {impl: roles.described(impl) for impl in shown}
-    named = [f"<b>{esc(impl)}</b>: {esc(what)}" + (f" — {esc(why)}" if why else "")
-             for impl, (what, why) in said.items() if what]  # fmt: skip
-    if not named:
-        return ""
-    led = [f"<b>{esc(impl)}</b> leads above but is {esc(said[impl][1])}" for impl in shown
-           if impl in leaders and said[impl][1]]  # fmt: skip
-    return f"<p class=caption>{'; '.join(led) + '. ' if led else ''}Strategies: {'; '.join(named)}.</p>"

@@ -487,14 +487,12 @@ def test_predict_on_a_cluster_gives_the_step_per_cap_of_a_runs_profile(small_run
     books = f"</a>: books stock at {most.group(2)} MiB, ≥{most.group(3)} ms at 16 GPUs"
     assert shared_link(shared).endswith(books)
     # and the run's page and its what-if page link it so too, from the site's runs/ (they gave its title alone)
-    from reports.pages import answer as answer_page
+    from reports.pages import legend
     from reports.pages.whatif import memory
 
     linked = html.unescape(shared_link(shared, up="../"))
     assert linked.startswith('<a href="../whatif.html">') and linked.endswith(books)
-    assert html.unescape(answer_page.predict_links({"predict_pages": [shared, shared]})).endswith(
-        f"{linked}; {linked}.</p>"
-    )
+    assert html.unescape(legend.predict_links({"predict_pages": [shared, shared]})).endswith(f"{linked}; {linked}.</p>")
     assert html.unescape(memory._given({"predict_pages": [shared]})) == f": {linked}"
     # the page gives the full size's floor beside each answer, at the cap the choice ranks it at
     assert "<th>DDP's step at the full size, at least (ms), at the cap it is ranked at</th>" in page_text

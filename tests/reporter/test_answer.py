@@ -15,7 +15,7 @@ from harness.analysis.verdicts import sweep
 from harness.results import store
 from reports import site
 from reports.aggregate import with_labels
-from reports.pages import alerts, answer, compare, evidence, pooled
+from reports.pages import alerts, answer, compare, evidence, legend, pooled
 from reports.pages import index as pages
 from reports.pages.run import takeaways
 
@@ -318,18 +318,18 @@ def test_the_answer_says_what_each_strategy_is_in_its_plug_ins_words_and_which_a
     with its plug-in's `instrument` words where it declares them, and those said first where one leads."""
     import impls
 
-    legend = answer.strategies_legend(["bucketed", "stock", "naive", "local", "gone"], {"bucketed"})
+    said = legend.strategies_legend(["bucketed", "stock", "naive", "local", "gone"], {"bucketed"})
     bucketed, naive = (impls.entry(name).cls.instrument for name in ("bucketed", "naive"))
     assert bucketed and naive and not impls.entry("stock").cls.instrument  # declared by the plug-ins, not here
-    assert legend.startswith(f"<p class=caption><b>bucketed</b> leads above but is {bucketed}. Strategies: ".replace(
+    assert said.startswith(f"<p class=caption><b>bucketed</b> leads above but is {bucketed}. Strategies: ".replace(
         "'", "&#x27;"))  # fmt: skip
     for name in ("bucketed", "stock", "naive", "local"):
         what = impls.entry(name).description + (
             f" — {impls.entry(name).cls.instrument}" * (name in ("bucketed", "naive"))
         )
-        assert f"<b>{name}</b>: {what}".replace("'", "&#x27;") in legend
-    assert "gone" not in legend  # a strategy no longer registered has no words to give
-    assert "leads above" not in answer.strategies_legend(["bucketed", "stock"], {"stock"})
+        assert f"<b>{name}</b>: {what}".replace("'", "&#x27;") in said
+    assert "gone" not in said  # a strategy no longer registered has no words to give
+    assert "leads above" not in legend.strategies_legend(["bucketed", "stock"], {"stock"})
     run = site.read_run(DATA / "bucket_sweep", pages=tmp_path)  # on a run page, under the answer's tables
     page = answer.answer_section(run, ["mlp"])
     assert page.index("Strategies: <b>") > page.rindex("<table") and "leads above" not in page

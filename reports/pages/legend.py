@@ -1,0 +1,28 @@
+"""Under the run page's answer: what each strategy shown is, in its plug-in's words, and the pages `predict --page`
+wrote of the run. Pure: the run's names in, HTML out."""
+
+from __future__ import annotations
+
+from harness.analysis import roles
+from reports.pages.html import esc, shared_link
+
+
+def predict_links(meta: dict) -> str:
+    """The pages `predict --page` wrote of this run into its site (site.read_shared_pages), each under its title and
+    what it books, as the index says it (html.shared_link): the answer on a cluster at a GPU's step given, which a page
+    of the run's own machine does not give; '' for none."""
+    links = "; ".join(shared_link(p, up="../") for p in meta.get("predict_pages") or [])
+    return f"<p>On a cluster at a GPU step given (<code>ddpbench predict --page</code>): {links}.</p>" if links else ""
+
+
+def strategies_legend(shown: list[str], leaders: set[str] = frozenset()) -> str:
+    """What each strategy shown is, in its plug-in's registered words (`ddpbench list`), and where one is not a
+    strategy to deploy (its plug-in's `instrument`), that, first where it leads a headline above; '' for none."""
+    said = {impl: roles.described(impl) for impl in shown}
+    named = [f"<b>{esc(impl)}</b>: {esc(what)}" + (f" — {esc(why)}" if why else "")
+             for impl, (what, why) in said.items() if what]  # fmt: skip
+    if not named:
+        return ""
+    led = [f"<b>{esc(impl)}</b> leads above but is {esc(said[impl][1])}" for impl in shown
+           if impl in leaders and said[impl][1]]  # fmt: skip
+    return f"<p class=caption>{'; '.join(led) + '. ' if led else ''}Strategies: {'; '.join(named)}.</p>"
