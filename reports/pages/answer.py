@@ -219,17 +219,16 @@ def lead(group: pd.DataFrame) -> tuple[str, str]:
         words = f" is fastest ({at}): {decide.versus(own['times'], next_step, interval=interval)}"
     elif proof["judged"] == NOT_SIGNIFICANT:
         words = f" leads ({at}), {NO_CHANGE_SHOWN}: {decide.versus(own['times'], next_step, interval=interval)}"
+    elif int(best["world_size"]) == 1:  # no verdict is about it: no need to name, no repeats to add
+        interval = interval_text(own) if own["low"] is not None else ""
+        words = (f" leads ({at}); {ONE_RANK}: against the next, {runner_name}, an estimate "
+                 f"{decide.versus(own['times'], decide.step_of(runner_name), interval=interval)}")  # fmt: skip
     else:
         verdict = a_verdicts_pair(best, runner, reference, contenders)
-        one_rank = int(best["world_size"]) == 1  # no verdict is about it: no need to name
-        doubt = (
-            (interval_text(own) if own["low"] is not None else "") if one_rank else too_few_text(own, pair=not verdict)
-        )
+        doubt = too_few_text(own, pair=not verdict)
         words = (f" leads ({at}); too few repeats to tell it from {runner_name}, the next: so far "
                  f"{decide.versus(own['times'], decide.step_of(runner_name), interval=doubt)}")  # fmt: skip
-        if one_rank:
-            words += f"; {ONE_RANK}"
-        elif reference is not None and not verdict and not caps_of_one_sweep(best, runner):
+        if reference is not None and not verdict and not caps_of_one_sweep(best, runner):
             words += f" (a lead the run does not decide: its verdicts hold each strategy against {_name(reference)})"
         elif not verdict and swept_caps(best, contenders) & {stats.REFERENCE_CAP_MB}:
             words += (f" (a lead the run does not decide: its cap verdict holds each cap against the "
@@ -280,8 +279,9 @@ def headline(group: pd.DataFrame) -> str:
     """The answer in one sentence, which a reader may read alone: the strategy (its cap in its name), the step it
     buys against stock, decided or not against the next: 'At 2 ranks: <b>bucketed</b> is fastest: 3.10 ms a step,
     1.24× faster than stock; decided over 5 repeats; parity ok.' ('leads: …; not decided: too few repeats to tell it
-    from the next, flat (have 1, need about 7)', 'tied with the next, …'). The intervals against stock are the table's
-    column, the lead over the next in full section 1's sentence (lead)."""
+    from the next, flat (have 1, need about 7)', 'tied with the next, …'; at one rank, where too few repeats judges
+    nothing: 'leads: …, an estimated 1.43× faster than stock; one rank is not judged: …'). The intervals against
+    stock are the table's column, the lead over the next in full section 1's sentence (lead)."""
     group = one_layout_pooled(group)  # caps of one bucket layout: one configuration, not a cap to name
     contenders = group[~group["is_floor"]]
     if contenders.empty:
@@ -311,7 +311,7 @@ def headline(group: pd.DataFrame) -> str:
     elif judged == NOT_SIGNIFICANT:
         verb, verdict = "leads", f"tied with {next_one}: {NO_CHANGE_SHOWN}"
     elif int(best["world_size"]) == 1:  # never judged: a need would read as a verdict the run works towards
-        verb, verdict = "leads", f"too few repeats to tell it from {next_one}; {ONE_RANK}"
+        verb, verdict = "leads", ONE_RANK
     else:
         pair = "" if a_verdicts_pair(best, runner, reference, contenders) else "these two "  # evidence.too_few_text
         have = f"have {proof['repeats']}, {pair}{stats.needed_text(proof['needed'])}" if proof.get("needed") else ""
@@ -332,7 +332,8 @@ def _against_stock(best: pd.Series, reference: pd.Series) -> str:
     faster = decide.faster_words(inverted(proof)["times"])
     if not faster or proof["judged"] == NOT_SIGNIFICANT:
         return f", {NO_CHANGE_SHOWN} against {name}"
-    return f", {'so far ' if proof['judged'] == TOO_FEW else ''}{faster} than {name}"
+    doubt = {TOO_FEW: "an estimated " if int(best["world_size"]) == 1 else "so far "}.get(proof["judged"], "")
+    return f", {doubt}{faster} than {name}"  # one rank: never judged, no verdict so far
 
 
 def answer_section(run: RunData, workloads: list[str]) -> str:
