@@ -206,7 +206,8 @@ said to be a rough guide: 3 repeats once said 'need about 5', and the 6th found 
 def rough_guide(repeats: int | None) -> str:
     """' (a rough guide from 3 repeats)' under ROUGH_UNDER repeats, else '': the one mark of every figure sized from
     so few repeats' spread."""
-    return f" (a rough guide from {repeats} repeats)" if repeats is not None and repeats < ROUGH_UNDER else ""
+    few = repeats is not None and repeats < ROUGH_UNDER
+    return f" (a rough guide from {repeats_text(int(repeats))})" if few else ""  # '1 repeat', not '1 repeats'
 
 
 def needed_text(needed, repeats: int | None = None) -> str:

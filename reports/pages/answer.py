@@ -314,7 +314,8 @@ def headline(group: pd.DataFrame) -> str:
         verb, verdict = "leads", ONE_RANK
     else:
         pair = "" if a_verdicts_pair(best, runner, reference, contenders) else "these two "  # evidence.too_few_text
-        have = f"have {proof['repeats']}, {pair}{stats.needed_text(proof['needed'])}" if proof.get("needed") else ""
+        need = stats.needed_text(proof["needed"], proof["repeats"])  # a rough guide under 5 repeats, as the console's
+        have = f"have {proof['repeats']}, {pair}{need}" if proof.get("needed") else ""
         whom = "" if stock_next else f" to tell it from {next_one}"
         verb, verdict = "leads", f"not decided: too few repeats{whom} ({have or '--repeats 2 or more'})"
     return f"{start} {verb}: {esc(buys)}; {esc(verdict)}; {parity}{esc(noisy)}."

@@ -61,7 +61,7 @@ def comparison_table(frame: pd.DataFrame) -> str:
         if verdict == "too few repeats to tell" and _get(r, "repeats_needed") is not None:
             have = min(_get(r, "base_repeats") or 0, _get(r, "new_repeats") or 0)
             so_far = f"{_get(r, 'leaning')} so far, not yet shown beyond the threshold; " if _get(r, "leaning") else ""
-            verdict += f" ({so_far}have {have}, {stats.needed_text(_get(r, 'repeats_needed'))})"
+            verdict += f" ({so_far}have {have}, {stats.needed_text(_get(r, 'repeats_needed'), have)})"
         rows.append([
             esc(configuration_label(r)), _number(_get(r, "base_ms"), "{:.2f}"), _number(_get(r, "new_ms"), "{:.2f}"),
             _number(_get(r, "ratio"), "{:.3f}"), MISSING if low is None or high is None else f"{low:.3f}–{high:.3f}",

@@ -194,7 +194,7 @@ def too_few_text(proof: dict, *, pair: bool = False) -> str:
     without an interval (the cap table's words for the same guess), else '95% interval 0.90–1.30; have 3 repeats,
     need about 9' (stats.needed_text). `pair`: a comparison no verdict of the run rests on alone, whose need is
     named as the pair's ('these two need about 9'), not read as a verdict's, which the console says."""
-    need = ("these two " if pair else "") + stats.needed_text(proof["needed"])
+    need = ("these two " if pair else "") + stats.needed_text(proof["needed"], proof["repeats"])
     if proof["low"] is None:
         guess = f"; have {proof['repeats']}, {need}" if proof.get("needed") else ""
         return f"--repeats 2 or more{guess}"
@@ -241,7 +241,7 @@ def decided_text(row) -> str:
     needed = None if pd.isna(row.repeats_needed) else int(row.repeats_needed)
     so_far = getattr(row, "so_far", "")
     so_far = f"so far {so_far}; " if isinstance(so_far, str) and so_far else ""
-    return f"open after {stats.repeats_text(int(row.repeats))} ({so_far}{stats.needed_text(needed)})"
+    return f"open after {stats.repeats_text(int(row.repeats))} ({so_far}{stats.needed_text(needed, int(row.repeats))})"
 
 
 def decisions_section(decisions: pd.DataFrame, config: dict) -> str:

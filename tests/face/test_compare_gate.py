@@ -291,6 +291,25 @@ def test_an_interval_that_bounds_nothing_reads_too_wide_as_the_page_says(capsys)
     assert f"CI {TOO_WIDE}" in said and "<0.01" not in said and ">1000" not in said, said
 
 
+def test_a_need_sized_from_under_five_repeats_is_marked_a_rough_guide_on_the_console_and_the_page(capsys):
+    """bench's console marked 'need about 14 (a rough guide from 2 repeats)'; compare's line and its page's table
+    said the same kind of need unmarked. Both mark it where the fewer side had under stats.ROUGH_UNDER repeats."""
+    import pandas as pd
+
+    from harness.commands.console import compare as compared
+    from reports.pages import compare as page
+
+    row = {"world_size": 2, "workload": "mlp", "size": "tiny", "impl": "stock", "impl_options": "{}", "ratio": 1.04,
+           "verdict": "too few repeats to tell", "base_repeats": 2, "new_repeats": 3, "repeats_needed": 9,
+           "ratio_ci_low": 0.9, "ratio_ci_high": 1.2, "noise": "", "base_ms": 4.0, "new_ms": 4.16}  # fmt: skip
+    for have, mark in ((2, " (a rough guide from 2 repeats)"), (5, "")):
+        frame = pd.DataFrame([{**row, "base_repeats": have, "new_repeats": have + 1}])
+        compared.comparison(frame, threshold=0.05)
+        said = capsys.readouterr().out
+        assert f"(have {have}, need about 9{mark} at 5%)" in said, said
+        assert f"(have {have}, need about 9{mark})" in page.comparison_table(frame)
+
+
 def test_a_run_compared_before_its_end_is_said_so(tmp_path, capsys):
     """A CI job that compared against a run still going read its first configurations as the whole run: a run with
     no summary.json (still running, or killed) and one stopped before its end are named, the gate's verdict kept."""

@@ -77,15 +77,16 @@ def test_a_winner_backed_by_its_repeats_is_fastest_with_the_interval():
     assert in_full(group) == (
         "bucketed bucket_cap_mb=25 leads (80.99 ms); too few repeats to tell it from "
         f"bucketed bucket_cap_mb=1, the next: so far {1 / judged['ratio']:.2f}× the step of bucketed bucket_cap_mb=1 "
-        f"({judged['ratio']:.2f}× faster; 95% interval {sweep.TOO_WIDE}; have 2 repeats, need about 416), and faster "
-        "than stock: "
+        f"({judged['ratio']:.2f}× faster; 95% interval {sweep.TOO_WIDE}; have 2 repeats, need about 416 (a rough guide "
+        "from 2 repeats)), and faster than stock: "
         "0.80× stock's step (1.25× faster; "
         f"{evidence.interval_text(evidence.inverted(evidence.evidence(group.iloc[0], group.iloc[2])))})"
     )
     # the page's headline: the answer in one sentence, the step against stock, and why it is not decided
     assert answer.headline(group) == (
         "At 2 ranks: <b>bucketed bucket_cap_mb=25</b> leads: 80.99 ms a step, 1.25× faster than stock; not decided: "
-        "too few repeats to tell it from the next, bucketed bucket_cap_mb=1 (have 2, need about 416); parity ok."
+        "too few repeats to tell it from the next, bucketed bucket_cap_mb=1 (have 2, need about 416 (a rough guide "
+        "from 2 repeats)); parity ok."
     )
     against_stock = stats.ratio_interval([80.0, 82.0], [100.0, 102.0])
     assert against_stock["low"] > 1  # stock's interval excludes 1: a plain "faster than stock"
@@ -123,7 +124,7 @@ def test_one_repeat_a_side_is_too_few_to_tell_never_a_bare_winner():
     line = in_full(pooled.ranked(single, workload="mlp"))
     assert "leads (80.00 ms); too few repeats to tell it from naive, the next: so far 0.89× naive's step" in line
     assert ("too few repeats to tell it from stock: so far 0.80× stock's step (1.25× faster; --repeats 2 or more; "
-            "have 1, need about 2)") in line  # fmt: skip
+            "have 1, need about 2 (a rough guide from 1 repeat))") in line  # fmt: skip
     assert (
         "leads: 80.00 ms a step, so far 1.25× faster than stock; not decided: too few repeats to tell it from the "
         "next, naive (have 1, these two need about" in answer.headline(pooled.ranked(single, workload="mlp"))
@@ -563,16 +564,16 @@ def test_the_leads_need_is_the_cap_verdicts_where_it_is_that_pair_and_named_as_t
     pair = evidence.evidence(frame.iloc[0], frame.iloc[1])
     verdict = sweep.recommend_cap(caps, aligned=True)  # the console's and the cap table's
     assert verdict["decision"] == stats.TOO_FEW and pair["needed"] != verdict["repeats_needed"]
-    assert f"have 2 repeats, these two {stats.needed_text(pair['needed'])})" in said
-    assert f"(have 2, these two {stats.needed_text(pair['needed'])})" in html.unescape(answer.headline(frame))
+    assert f"have 2 repeats, these two {stats.needed_text(pair['needed'], 2)})" in said
+    assert f"(have 2, these two {stats.needed_text(pair['needed'], 2)})" in html.unescape(answer.headline(frame))
     assert "(a lead the run does not decide: its cap verdict holds each cap against the 25 MiB cap)" in said
-    assert said.count("need ") == 2 and f"have 2 repeats, {stats.needed_text(verdict['repeats_needed'])})" in said
+    assert said.count("need ") == 2 and f"have 2 repeats, {stats.needed_text(verdict['repeats_needed'], 2)})" in said
     two = run(*(repeats("stock", ms, options={"bucket_cap_mb": cap}) for cap, ms in caps.items() if cap != 5.0))
     ranked_two = pooled.ranked(two, workload="mlp")  # the pair is the verdict's own
     alone, short = (html.unescape(text) for text in (answer.lead(ranked_two)[1], answer.headline(ranked_two)))
     need = sweep.recommend_cap({cap: ms for cap, ms in caps.items() if cap != 5.0}, aligned=True)["repeats_needed"]
-    assert f"have 2 repeats, {stats.needed_text(need)})" in alone and "these two" not in alone
-    assert f"(have 2, {stats.needed_text(need)})" in short and "these two" not in short
+    assert f"have 2 repeats, {stats.needed_text(need, 2)})" in alone and "these two" not in alone
+    assert f"(have 2, {stats.needed_text(need, 2)})" in short and "these two" not in short
 
 
 def test_one_runs_pages_pool_each_workload_once_at_each_confidence_asked(monkeypatch):
@@ -660,3 +661,19 @@ def test_one_noisy_cap_of_a_pooled_layout_is_said_in_the_singular_and_its_note_k
     assert stock["noise"] == "noisy at cap 25 (the table says how)", stock["noise"]
     assert answer.noise_cell(stock) == "<b>noisy</b>: cap 25: noisy steps (CV 0.30)", answer.noise_cell(stock)
     assert "; noisy at cap 25 (the table says how)." in answer.headline(group)
+
+
+def test_every_need_on_a_page_sized_from_under_five_repeats_is_marked_a_rough_guide_as_the_console_marks_it():
+    """The console marked 'need about 14 (a rough guide from 2 repeats)' where the run page beside it said 'need
+    about 14' in its headline and 'need about 9' unmarked in its sentences: every need a page sizes from fewer than
+    stats.ROUGH_UNDER repeats is marked, none from more."""
+    import types
+
+    group = pooled.ranked(SPLIT, workload="mlp")  # 2 repeats a strategy
+    said = " ".join([in_full(group), answer.headline(group), answer.world_table(group, pd.DataFrame(), workload="mlp"),
+                     evidence.decided_text(types.SimpleNamespace(decided_after=float("nan"), repeats_needed=9,
+                                                                 repeats=2, so_far=""))])  # fmt: skip
+    marks = re.findall(r"need about \d+( \(a rough guide from 2 repeats\))?", said)
+    assert len(marks) >= 3 and all(marks), said
+    five = evidence.decided_text(types.SimpleNamespace(decided_after=float("nan"), repeats_needed=9, repeats=5))
+    assert five == "open after 5 repeats (need about 9)"
