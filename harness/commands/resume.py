@@ -189,4 +189,4 @@ def _failed_hint(plan) -> str:
 
     configs = store.read_configs(plan.run)
     failed = int((configs["status"] == "failed").sum())
-    return f" ({failed} failed: --retry-failed runs {'it' if failed == 1 else 'them'} again)" if failed else ""
+    return f" ({failed} failed: {console.retry_words(failed)})" if failed else ""

@@ -29,8 +29,8 @@ def summarize(plan, wall_s: float, *, parity_failed: int = 0) -> int:
     folder = Path(plan.run).parent
     results = "" if folder.resolve() == RESULTS.resolve() else f" --results {folder}"  # as report's default reads
     failed = totals["status_counts"].get("failed", 0)  # a failure is kept, not run again: how to, where it is counted
-    again = (f"; the failed {'one' if failed == 1 else failed} again: "
-             f"{invoked.resume_hint(plan.run_id, folder, more=('--retry-failed',))}" if failed else "")  # fmt: skip
+    command = invoked.resume_hint(plan.run_id, folder, more=("--retry-failed",))
+    again = f"; {failed} failed: {console.retry_words(failed, command)}" if failed else ""
     console.say(f"ddpbench: run {plan.run_id} finished {took} {text}; results in {plan.run}/ (its pages: "
                 f"{invoked.ddpbench_command()} report{results}){again}")  # fmt: skip  # as typed: pasted in this shell
     if sessions > 1:

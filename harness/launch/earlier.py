@@ -14,6 +14,7 @@ from harness.config.bench import BenchConfig
 from harness.config.grid import Configuration
 from harness.handoff import faults
 from harness.results import store
+from harness.results.invocation import retry_words
 
 
 def planned_configurations(run: Path) -> list[Configuration]:
@@ -60,4 +61,4 @@ def failing_again(
         if repeat < cfg.repeat:
             yield cfg, {"error_kind": "exception", "error": (
                 f"not run: its repeat {repeat + 1} raised {error}, which a repeat raises again; "
-                f"`bench --resume {run.name} --retry-failed` runs it again")}  # fmt: skip
+                f"{retry_words(1, f'`bench --resume {run.name} --retry-failed`')}")}  # fmt: skip

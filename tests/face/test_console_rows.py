@@ -86,11 +86,11 @@ def test_a_stopped_run_says_how_many_of_its_saved_rows_measured_anything():
     """SIGTERM said '2 of 6 configurations saved' where both rows recorded the ranks killed under them."""
     both_failed = console.saved_text(["failed", "failed"], 6)
     assert both_failed == ("2 of 6 configurations saved, none measured: 2 rows recording a failure (--retry-failed "
-                           "with the resume runs them again)")  # fmt: skip
+                           "runs them again)")  # fmt: skip
     assert console.saved_text(["ok", "ok"], 6) == "2 of 6 configurations saved, all measured"
     assert console.saved_text(["ok", "failed", "skipped"], 3) == ("3 of 3 configurations saved, 1 measured: 1 row "
-                                                                  "recording a failure (--retry-failed with the resume "
-                                                                  "runs it again), 1 skipped")  # fmt: skip
+                                                                  "recording a failure (--retry-failed runs it again), "
+                                                                  "1 skipped")  # fmt: skip
     assert console.saved_text([], 6) == "0 of 6 configurations saved"
 
 

@@ -30,8 +30,8 @@ def test_resume_leaves_a_complete_run_alone_and_adds_a_retry_to_its_timings(tmp_
     code, out, _ = bench(capsys, tmp_path, "--run-id", "r", *TINY)
     assert code == 1 and "1 ok, 1 failed" in out, out
     # a failure is kept, not run again: the finished line says the command that does
-    again = out.split("; the failed one again: ")[1]  # as ddpbench was called, then:
-    assert again.split("\n")[0].endswith(f" bench --resume r --results {tmp_path} --retry-failed"), out
+    again = out.split("; 1 failed: ")[1]  # as ddpbench was called, then, as resume and a stopped run say it:
+    assert again.split("\n")[0].endswith(f" bench --resume r --results {tmp_path} --retry-failed runs it again"), out
     monkeypatch.delenv("DDPBENCH_FAULT")
     summary_path = tmp_path / "r" / "summary.json"
     first = json.loads(summary_path.read_text())

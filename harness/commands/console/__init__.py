@@ -11,6 +11,7 @@ import sys
 from typing import TYPE_CHECKING, TextIO
 
 from harness.commands.console.invoked import resume_hint as resume_hint  # console.resume_hint
+from harness.results.invocation import retry_words as retry_words  # console.retry_words
 from harness.results.values import judging_repeat_in, options_words
 
 if (
@@ -254,9 +255,7 @@ def saved_text(statuses: list[str], total: int) -> str:
     if not statuses:
         return text
     text += ", all measured" if ok == len(statuses) else f", {ok or 'none'} measured"
-    them = "it" if failed == 1 else "them"
-    parts = [f"{failed} row{'s' * (failed != 1)} recording a failure (--retry-failed with the resume runs {them} "
-             "again)"] if failed else []  # fmt: skip
+    parts = [f"{failed} row{'s' * (failed != 1)} recording a failure ({retry_words(failed)})"] if failed else []
     return text + (
         f": {', '.join([*parts, *(f'{n} {status}' for status, n in counts.items())])}" if ok < len(statuses) else ""
     )
