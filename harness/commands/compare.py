@@ -15,6 +15,7 @@ from harness.commands import console
 from harness.commands.console import compare as compared
 from harness.config.bench import ConfigError
 from harness.results.layout import check_output_folder, check_runs_folder
+from harness.results.values import counted
 
 EXIT_SLOWER = 1
 """Some configuration significantly slower or higher in peak memory, or failed in NEW where BASE measured it."""
@@ -114,7 +115,7 @@ def _compare(
     listed = refresh_index(args.out)
     name = compare.comparison_name(base_run.name, new_run.name)  # as the page and the index name it
     console.say(
-        f"compare {name}: {judged['matched']} configuration(s) matched, {judged['slower']} significantly "
+        f"compare {name}: {counted(judged['matched'], 'configuration')} matched, {judged['slower']} significantly "
         f"slower, {judged['too_few']} with too few repeats to tell, {judged['not_compared']} not compared (a "
         f"setting differs), {judged['failed']} failed in NEW, {judged['missing']} with no ok result in NEW"
     )

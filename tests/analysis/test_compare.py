@@ -185,7 +185,7 @@ def test_runs_of_two_strategies_compare_only_when_asked_to_match_across_strategi
     synthetic_run(tmp_path / "r", "naive", mean_ms=100, seed=1, impl="naive")
     synthetic_run(tmp_path / "r", "bucketed", mean_ms=60, seed=2, impl="bucketed")
     code, out = run_compare(capsys, tmp_path / "r", "naive", "bucketed")
-    assert code == 3 and "0 configuration(s) matched" in out.out  # no evidence: never a pass
+    assert code == 3 and "0 configurations matched" in out.out  # no evidence: never a pass
     code, out = run_compare(capsys, tmp_path / "r", "naive", "bucketed", "--across-strategies")
     assert code == 0 and "naive -> bucketed" in out.out and ": faster" in out.out
     code, out = run_compare(capsys, tmp_path / "r", "bucketed", "naive", "--across-strategies")
@@ -218,9 +218,7 @@ def test_runs_with_different_threads_per_rank_are_not_judged_as_one_configuratio
     code, out = run_compare(capsys, tmp_path / "r", "a", "b")
     assert code == 3 and ", ratio " not in out.out and ": slower" not in out.out
     assert "warning: w2 mlp/tiny stock: not compared, a different measurement: threads_per_rank 1 vs 2" in out.err
-    assert (
-        "0 configuration(s) matched, 0 significantly slower, 0 with too few repeats to tell, 1 not compared" in out.out
-    )
+    assert "0 configurations matched, 0 significantly slower, 0 with too few repeats to tell, 1 not compared" in out.out
     assert "threads_per_rank 1 vs 2" in (tmp_path / "site" / "compare" / "a_vs_b.html").read_text()
 
 
@@ -250,7 +248,7 @@ def test_a_setting_an_older_run_did_not_record_still_matches_and_equal_settings_
     synthetic_run(tmp_path / "r", "a", mean_ms=100, seed=2, settings={"threads_per_rank": 2, "backend": "gloo"})
     synthetic_run(tmp_path / "r", "b", mean_ms=110, seed=3, settings={"threads_per_rank": 2, "backend": "gloo"})
     code, out = run_compare(capsys, tmp_path / "r", "old", "a")
-    assert code == 0 and "1 configuration(s) matched" in out.out and "not compared" not in out.err
+    assert code == 0 and "1 configuration matched" in out.out and "not compared" not in out.err
     code, out = run_compare(capsys, tmp_path / "r", "a", "b")
     assert code == 1 and ": slower" in out.out and "0 not compared" in out.out
 
@@ -259,16 +257,18 @@ def test_the_outcome_is_the_exit_codes_answer_in_words():
     """One sentence for the console, the page and the index: slower (exit 1), cannot tell (3), nothing slower (0)."""
     judged = pd.DataFrame({"verdict": [stats.SLOWER, stats.FASTER, stats.TOO_FEW]})
     slower = compare.outcome(judged, failed=["x: failed in NEW"], missing=[], not_compared=[])
-    assert slower["sentence"] == "slower: 1 of 3 matched configuration(s) significantly slower, 1 failed in NEW"
+    assert slower["sentence"] == "slower: 1 of 3 matched configurations significantly slower, 1 failed in NEW"
     short = compare.outcome(judged.iloc[1:], failed=[], missing=["y"], not_compared=["z"])
     assert short["outcome"] == compare.UNDECIDED and short["sentence"] == (
-        "cannot tell: 1 of 2 matched configuration(s) with too few repeats to tell, 1 not compared (a setting "
+        "cannot tell: 1 of 2 matched configurations with too few repeats to tell, 1 not compared (a setting "
         "differs), 1 with no ok result in NEW"
     )
     passed = compare.outcome(pd.DataFrame({"verdict": [stats.FASTER, stats.NO_CHANGE]}), failed=[], missing=[],
                              not_compared=[])  # fmt: skip
-    assert passed["sentence"] == ("nothing slower: all 2 matched configuration(s) judged, none significantly slower "
+    assert passed["sentence"] == ("nothing slower: all 2 matched configurations judged, none significantly slower "
                                   "(1 faster, 1 with no significant change)")  # fmt: skip
+    one = compare.outcome(pd.DataFrame({"verdict": [stats.FASTER]}), failed=[], missing=[], not_compared=[])
+    assert one["sentence"].startswith("nothing slower: 1 matched configuration judged, none")  # counted, not '(s)'
     assert compare.outcome(pd.DataFrame(), failed=[], missing=[], not_compared=[])["outcome"] == compare.UNDECIDED
 
 
@@ -318,7 +318,7 @@ def test_a_configuration_with_a_null_number_among_its_keys_is_still_judged(tmp_p
     synthetic_run(tmp_path / "r", "a", mean_ms=100, seed=1, settings={"nnodes": None})
     synthetic_run(tmp_path / "r", "b", mean_ms=130, seed=2, settings={"nnodes": None})
     code, out = run_compare(capsys, tmp_path / "r", "a", "b")
-    assert code == 1 and "1 configuration(s) matched, 1 significantly slower" in out.out
+    assert code == 1 and "1 configuration matched, 1 significantly slower" in out.out
 
 
 def test_across_strategies_refuses_a_run_of_several_option_settings_rather_than_pool_them(tmp_path, capsys):

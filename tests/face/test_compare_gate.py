@@ -48,7 +48,7 @@ def test_nothing_matched_because_new_failed_everywhere_is_exit_1_naming_the_fail
     code, out = compare(capsys, tmp_path / "r")
     assert code == 1, out
     assert "w2 mlp/tiny stock: failed in NEW (3 of 3 repeats): rank 1: RuntimeError: boom" in out.err
-    assert "0 configuration(s) matched" in out.out
+    assert "0 configurations matched" in out.out
     assert "compare: slower: 1 failed in NEW; base measured mlp/tiny fp32 sgd batch 8 (stock), new no ok " \
            "configuration (exit 1)" in out.out  # fmt: skip
 
@@ -72,7 +72,7 @@ def test_one_failed_repeat_in_new_fails_the_gate_even_when_the_rest_match(tmp_pa
     fake_run(tmp_path / "r", "new", statuses=("ok", "ok", "failed"))
     code, out = compare(capsys, tmp_path / "r")
     assert code == 1, out
-    assert "1 configuration(s) matched, 0 significantly slower" in out.out and "1 failed in NEW" in out.out
+    assert "1 configuration matched, 0 significantly slower" in out.out and "1 failed in NEW" in out.out
 
 
 def test_a_base_without_any_ok_configuration_is_no_evidence(tmp_path, capsys):
@@ -110,7 +110,7 @@ def test_an_unparsable_timestamp_skips_that_part_by_name_and_compares_the_rest(t
     code, out = compare(capsys, tmp_path / "r")
     said = f"skipping {part}: a value its column cannot hold (ValueError: Invalid isoformat string: 'yesterday')"
     assert said in caplog.messages  # on stderr through the library's logger (cli.main sets it up)
-    assert code == 0 and "1 configuration(s) matched" in out.out and "no significant change" in out.out
+    assert code == 0 and "1 configuration matched" in out.out and "no significant change" in out.out
 
 
 def test_an_unexpected_error_is_one_line_and_exit_4_not_the_slower_code(tmp_path, capsys, monkeypatch):
@@ -134,7 +134,7 @@ def test_runs_given_as_folders_from_two_places_are_compared_and_the_page_is_name
     site = tmp_path / "site"
     code = cli.main(["compare", str(tmp_path / "one" / "base"), str(tmp_path / "two" / "new"), "--out", str(site)])
     out = capsys.readouterr()
-    assert code == 0 and "1 configuration(s) matched" in out.out, out
+    assert code == 0 and "1 configuration matched" in out.out, out
     assert [p.relative_to(site).as_posix() for p in site.rglob("*.html")] == ["compare/base_vs_new.html"]
     assert not (tmp_path / "one" / "base_vs_").exists()  # once a folder named after the first path
 
@@ -193,7 +193,7 @@ def test_a_comparison_is_kept_with_the_runs_and_any_site_built_later_has_its_pag
     assert cli.main(["report", "--results", str(tmp_path / "r"), "--out", str(tmp_path / "other")]) == 0
     assert "1 comparison:" in capsys.readouterr().out
     page = (tmp_path / "other" / "compare" / "base_vs_new.html").read_text()
-    said = "Slower: 1 of 1 matched configuration(s) significantly slower: w2 mlp/tiny stock 1.50× (95% CI 1.49–1.51)"
+    said = "Slower: 1 of 1 matched configuration significantly slower: w2 mlp/tiny stock 1.50× (95% CI 1.49–1.51)"
     assert f"{said} (exit 1)." in page  # what the gate read
     assert "base ran <code>ddpbench bench --impls stock --gpus 2</code>" in page  # and what each run ran
     assert '<a href="compare/base_vs_new.html">base → new</a>' in (tmp_path / "other" / "index.html").read_text()
@@ -238,20 +238,20 @@ def test_a_run_that_shared_its_cores_is_said_where_the_verdict_is_read(tmp_path,
 
 
 def test_the_outcome_line_names_what_got_slower_by_how_much_and_how_sure_before_a_failure(tmp_path, capsys):
-    """A CI log is read from its last line: 'slower: 1 of 4 matched configuration(s) significantly slower (exit 1)'
+    """A CI log is read from its last line: 'slower: 1 of 4 matched configurations significantly slower (exit 1)'
     sent a walkthrough up through every configuration's line to find which (w2 mlp/tiny stock, 3.65×)."""
     fake_run(tmp_path / "r", "base")
     fake_run(tmp_path / "r", "new", statuses=("ok", "ok", "ok", "failed"), mean_ms=150.0)
     code, out = compare(capsys, tmp_path / "r")
     assert code == 1, out
     last = out.out.splitlines()[-1]
-    assert last.startswith("compare: slower: 1 of 1 matched configuration(s) significantly slower: w2 mlp/tiny stock "
+    assert last.startswith("compare: slower: 1 of 1 matched configuration significantly slower: w2 mlp/tiny stock "
                            "1.50× (95% CI 1.4"), last  # fmt: skip
     assert last.endswith("), 1 failed in NEW (exit 1)"), last  # the failure said after, not named as the slower
 
 
 def test_a_gate_that_cannot_tell_says_what_would_decide_it_and_what_leans_slower_already(tmp_path, capsys):
-    """Twelve lines of 'too few repeats to tell' ended in 'cannot tell: 12 of 12 matched configuration(s) with too
+    """Twelve lines of 'too few repeats to tell' ended in 'cannot tell: 12 of 12 matched configurations with too
     few repeats to tell (exit 3)': nothing a CI owner could act on without reading each line for its 'need about M'
     (8 to over 1000 on a busy 2-core machine), nor whether any leaned slower."""
     import pandas as pd
@@ -263,7 +263,7 @@ def test_a_gate_that_cannot_tell_says_what_would_decide_it_and_what_leans_slower
     code, out = compare(capsys, tmp_path / "r")
     need = out.out.split("need about ")[1].split(" ")[0]  # the configuration's own line
     assert code == 3 and out.out.splitlines()[-1] == (
-        "compare: cannot tell: 1 of 1 matched configuration(s) with too few repeats to tell (have 1, need up to "
+        "compare: cannot tell: 1 of 1 matched configuration with too few repeats to tell (have 1, need up to "
         f"{need} a run at the spread seen) (exit 3)"
     ), out.out
     row = {"world_size": 2, "workload": "mlp", "size": "tiny", "impl": "stock", "impl_options": "{}", "ratio": 1.04,
@@ -330,7 +330,7 @@ def test_a_peak_memory_regression_fails_the_gate_naming_it_and_equal_memory_pass
     code, out = compare(capsys, tmp_path / "r", "--threshold", "10%")
     assert code == 1, out
     assert "w2 mlp/tiny stock: peak RSS (process) 500.5 -> 550.5 MiB, ratio 1.100 (95% CI " in out.out
-    assert "compare: more memory: 1 of 1 matched configuration(s) with peak memory significantly higher" in out.out
+    assert "compare: more memory: 1 of 1 matched configuration with peak memory significantly higher" in out.out
     kept = store.read_json(tmp_path / "r" / "comparisons" / "base_vs_new.json")
     assert kept["rows"][0]["mem_verdict"] == "higher" and kept["judged"]["memory_higher"] == 1
     assert "Peak memory per rank" in (tmp_path / "site" / "compare" / "base_vs_new.html").read_text()

@@ -201,7 +201,7 @@ def test_a_comparison_page_opens_with_its_outcome_and_the_index_lists_it(tmp_pat
                                            not_judged=missing, threshold=0.05)
              for new, table in (("b", frame), ("c", undecided))]  # fmt: skip
     first = pages[0].read_text()
-    assert '<p class="alarm">Slower: 1 of 1 matched configuration(s) significantly slower.</p>' in first
+    assert '<p class="alarm">Slower: 1 of 1 matched configuration significantly slower.</p>' in first
     # the environment and the configurations left unjudged are two banners, each named for what it lists
     assert "<b>The environments differ</b>" in first and "gpu_name differs" in first.split("<b>Not judged</b>")[0]
     assert "<b>Not judged</b> (1 of a's configurations)" in first and "naive: not compared" in first

@@ -23,7 +23,7 @@ from harness.analysis.verdicts import memory_compare
 from harness.analysis.verdicts.environment import environment_differences
 from harness.config.bench import ConfigError
 from harness.results import store
-from harness.results.values import settings_words, strategy_label, timed_by_hook
+from harness.results.values import counted, settings_words, strategy_label, timed_by_hook
 
 MATCH_KEYS = ("impl", "impl_options", "workload", "size", "world_size", "nnodes", "batch_size", "dtype", "optimizer",
               "device")  # fmt: skip
@@ -319,22 +319,24 @@ def outcome(frame: pd.DataFrame, *, failed: list[str], missing: list[str], not_c
              "too_few": int(verdicts.get(stats.TOO_FEW, 0)), "not_compared": len(not_compared),
              "failed": len(failed), "missing": len(missing),
              "memory_higher": len(memory_compare.higher(frame))}  # fmt: skip
-    regressed = _counted(tally, slower=f"of {matched} matched configuration(s) significantly slower",
-                         memory_higher=f"of {matched} matched configuration(s) with peak memory significantly higher",
+    of_matched = f"of {counted(matched, 'matched configuration')}"  # '1 of 1 matched configuration', '… of 4 …s'
+    regressed = _counted(tally, slower=f"{of_matched} significantly slower",
+                         memory_higher=f"{of_matched} with peak memory significantly higher",
                          failed="failed in NEW")  # fmt: skip
     if regressed:  # memory alone: said as such (the outcome, what the exit code says, is the same)
         said = REGRESSED if tally["slower"] or tally["failed"] else memory_compare.MEMORY_REGRESSED
         return {"outcome": REGRESSED, "sentence": f"{said}: {regressed}", **tally}
-    short = _counted(tally, too_few=f"of {matched} matched configuration(s) with too few repeats to tell",
+    short = _counted(tally, too_few=f"{of_matched} with too few repeats to tell",
                      not_compared="not compared (a setting differs)", missing="with no ok result in NEW")  # fmt: skip
     if frame.empty or short:
         why = ("no configuration was judged" + (f": {short}" if short else "")) if frame.empty else short
         return {"outcome": UNDECIDED, "sentence": f"{UNDECIDED}: {why}", **tally}
     judged = f"{tally['faster']} faster, {tally['unchanged']} with no significant change"
-    said = f"{PASSED}: all {matched} matched configuration(s) judged, none significantly slower ({judged})"
+    every = ("all " if matched > 1 else "") + counted(matched, "matched configuration")
+    said = f"{PASSED}: {every} judged, none significantly slower ({judged})"
     return {"outcome": PASSED, "sentence": said, **tally}
 
 
 def _counted(tally: dict, **words: str) -> str:
-    """'2 of 10 matched configuration(s) significantly slower, 1 failed in NEW': each count that is not 0."""
+    """'2 of 10 matched configurations significantly slower, 1 failed in NEW': each count that is not 0."""
     return ", ".join(f"{tally[key]} {said}" for key, said in words.items() if tally[key])
