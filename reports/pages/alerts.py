@@ -367,7 +367,6 @@ def cap_verdicts(recommendations: pd.DataFrame, *, workload: str, world: int, ex
     `explain`: the buckets every cap made and why, at the first flat sweep whose caps made one layout (said once a
     page); with the html, whether it said them."""
     from harness.analysis.verdicts import sweep
-    from harness.results.values import strategy_label
 
     if recommendations.empty or "world_size" not in recommendations:
         return "", False
@@ -383,7 +382,7 @@ def cap_verdicts(recommendations: pd.DataFrame, *, workload: str, world: int, ex
         verdict = sweep.answer(row, why=explain)
         if explain and row.get("decision") == stats.FLAT and isinstance(row.get("same_buckets_mb"), str):
             explain, explained = False, True  # sweep.answer said the buckets and why
-        said.append(f"{strategy_label(row['impl'], row.get('other_options'))} — {verdict}{so_far}")
+        said.append(f"{sweep.label(row)} — {verdict}{so_far}")
     if not said:
         return "", False
     return (

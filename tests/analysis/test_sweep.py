@@ -404,3 +404,31 @@ def test_the_25_mib_point_is_the_layout_25_made_and_is_named_with_its_caps():
     row = sweep.recommendations(configs, steps).iloc[0]
     assert row["one_layout_caps_mb"] == "[[25.0, 100.0]]" and row["decision"] == stats.RECOMMEND
     assert "; 25 MiB (or 100: the same buckets) takes 1.4" in sweep.describe(row)
+
+
+def test_each_sweep_of_a_knob_sweep_names_the_options_it_adds_to_ddp_as_shipped():
+    """A sweep of comm_hook × find_unused_parameters printed four verdicts all 'w2 gpt2/small stock: …' (console,
+    --repeats auto's lines, the page's table), only the answer paragraph telling them apart."""
+    from reports.pages import alerts
+    from reports.pages.run import run_sections
+
+    frames = []
+    for hook in ("none", "bf16"):
+        configs, steps = sweep_rows({1.0: 100.0, 25.0: 130.0}, world_sizes=(2,), repeats=2)
+        options = configs["impl_options"].map(
+            lambda o, h=hook: json.dumps({**json.loads(o), "comm_hook": h, "find_unused_parameters": False})
+        )
+        ids = configs["config_id"] + hook
+        frames.append(
+            (configs.assign(impl_options=options, config_id=ids), steps.assign(config_id=steps["config_id"] + hook))
+        )
+    configs, steps = (pd.concat(parts, ignore_index=True) for parts in zip(*frames, strict=True))
+    frame = sweep.recommendations(configs, steps)
+    names = {"w2 gpt2/tiny stock:", "w2 gpt2/tiny stock comm_hook=bf16:"}  # the defaults asked by name unsaid
+    assert {sweep.describe(r).split(": ")[0] + ":" for _, r in frame.iterrows()} == names
+    assert {console._fastest_cap(r).split(": ")[0] + ":" for _, r in frame.iterrows()} == names
+    found = decide._cap_verdicts(configs, steps, stats.CONFIDENCE, None)  # --repeats auto's lines
+    assert {v.subject + ":" for v in found if v.kind == decide.CAP} == names
+    assert ">stock comm_hook=bf16<" in run_sections.recommendation_table(frame)
+    said, _ = alerts.cap_verdicts(frame, workload="gpt2", world=2, explain=False)
+    assert "stock comm_hook=bf16 — " in said and "find_unused_parameters" not in said

@@ -29,7 +29,6 @@ verdict a word, so it cannot add a false 'slower' or 'faster'.
 from __future__ import annotations
 
 import dataclasses
-import json
 
 import numpy as np
 import pandas as pd
@@ -172,8 +171,6 @@ def _cap_verdicts(ok: pd.DataFrame, steps: pd.DataFrame, confidence: float, max_
     for setup, by_cap in sweep.sweeps(ok, steps):
         summarised = sweep.cap_repeats(by_cap)
         decision = sweep.recommend(by_cap, confidence=confidence, summarised=summarised)
-        others = json.loads(setup["other_options"])
-        what = setup["impl"] + "".join(f" {k}={v}" for k, v in sorted(others.items()))
         ids = frozenset(config_id for rows in by_cap.values() for config_id in rows["config_id"].unique())
         decided = decision["decision"] != stats.TOO_FEW
         figures = sweep.point_figures(summarised[2])  # what the decision judged: caps of one layout are one point
@@ -181,7 +178,7 @@ def _cap_verdicts(ok: pd.DataFrame, steps: pd.DataFrame, confidence: float, max_
         versus = sweep.versus_reference(pd.Series(decision))
         fastest = sweep.point_text(pd.Series(decision), decision["best_cap_mb"])
         so_far = "" if decided else f"fastest {fastest}" + (f"; {versus}" if versus else "")
-        found.append(Verdict(CAP, _subject(setup, what), sweep.answer(pd.Series(decision)), decided,
+        found.append(Verdict(CAP, _subject(setup, sweep.label(setup)), sweep.answer(pd.Series(decision)), decided,
                              int(decision["repeats"]), decision["repeats_needed"], ids, given_up=given_up,
                              so_far=so_far))  # fmt: skip
     return found

@@ -27,7 +27,7 @@ from harness.analysis.verdicts import layouts
 from harness.analysis.verdicts.cap_verdict import cap_pair_verdict as cap_pair_verdict
 from harness.analysis.verdicts.cap_verdict import recommend_cap as recommend_cap
 from harness.results import store
-from harness.results.values import UNBOUNDED_RATIO, options_of, ratio_number
+from harness.results.values import UNBOUNDED_RATIO, options_of, ratio_number, strategy_label
 
 GROUP_KEYS = ("impl", "other_options", "workload", "size", "batch_size", "dtype", "optimizer", "world_size", "nnodes")
 LAYOUT_KEYS = ("cap_given", "first_bucket_cap_mb")
@@ -41,6 +41,13 @@ def other_options(options_json: str | None) -> str:
     options = options_of(options_json)
     options.pop("bucket_cap_mb", None)
     return json.dumps(options, sort_keys=True)
+
+
+def label(row: pd.Series | dict) -> str:
+    """'stock comm_hook=bf16': the strategy a sweep's row (or key) is of, with the options besides the cap that its
+    strategy as shipped does not have: a sweep of four hook and find_unused_parameters pairs read four alike rows."""
+    impl = row["impl"]
+    return strategy_label(impl, roles.beyond_defaults(impl, row.get("other_options")))
 
 
 def given_cap(options_json: str | None) -> float | None:
@@ -315,7 +322,7 @@ def describe(row: pd.Series, *, why: bool = True) -> str:
     interval = f", its step's 95% CI {bounds}" if bounds else ""  # the step's; the ratio's interval, after, is its own
     noise = f" [noisy: {row['noise']}]" if row.get("noise") else ""
     return (
-        f"w{row['world_size']} {row['workload']}/{row['size']} {row['impl']}: {answer(row, why=why)} "
+        f"w{row['world_size']} {row['workload']}/{row['size']} {label(row)}: {answer(row, why=why)} "
         f"({best_words(row)}: {row['best_step_ms']:.2f} ms{interval}{gain}; "
         f"the fewest repeats a cap had: {row['repeats']}){noise}"  # (auto reruns the open ones only)
     )

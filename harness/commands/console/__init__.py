@@ -293,7 +293,7 @@ def _fastest_cap(row: pd.Series) -> str:
     bounds = sweep.interval_text(row["best_ci_low_ms"], row["best_ci_high_ms"])
     said = [f"{row['best_step_ms']:.2f} ms" + (f", its step's 95% CI {bounds}" if bounds else ""), versus]
     noise = f" [noisy: {row['noise']}]" if row.get("noise") else ""
-    where = f"w{row['world_size']} {row['workload']}/{row['size']} {row['impl']}"
+    where = f"w{row['world_size']} {row['workload']}/{row['size']} {sweep.label(row)}"
     return f"{where}: {sweep.best_words(row)}: {'; '.join(w for w in said if w)}{noise}"
 
 

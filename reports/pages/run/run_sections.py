@@ -159,7 +159,7 @@ def recommendation_table(frame: pd.DataFrame) -> str:
         interval = sweep.interval_text(r.best_ci_low_ms, r.best_ci_high_ms)
         answer, gain = sweep.answer(row, why=False), sweep.versus_reference(row) or sweep.no_reference_ratio(row)
         rows.append([
-            esc(r.workload), esc(r.impl), esc(aggregate.world_label(int(r.world_size))),
+            esc(r.workload), esc(sweep.label(row)), esc(aggregate.world_label(int(r.world_size))),
             f"<b>{esc(answer)}</b>" if r.decision == "recommend" else esc(answer),
             esc(cap_cell(row)), f"{r.best_step_ms:.2f}", interval, gain, esc(r.repeats), esc(r.noise or ""),
         ])  # fmt: skip
