@@ -19,7 +19,7 @@ from harness.handoff.rank_result import RankResult
 from harness.handoff.steps import baseline_means, communication_columns, part_columns, step_rows, timeline_rows
 from harness.protocols import roles_of
 from harness.results.dictionary import columns, kinds
-from harness.results.values import judged_on
+from harness.results.values import NOT_JUDGED, judged_on
 
 
 class Rows(NamedTuple):
@@ -227,7 +227,7 @@ def parity_columns(main_result: RankResult, cfg: Configuration) -> dict[str, Any
         # Lossy or non-synchronising strategies: the difference is recorded, never judged a pass; why, in the
         # strategy's own words (stock is judged everywhere else: with comm_hook=bf16 it is the hook that differs).
         why = main_result.parity_inexact_why or "this strategy is not expected to match exactly"
-        note = f"not judged: {why}; {note}"
+        note = f"{NOT_JUDGED}{why}; {note}"
         ok = None
     return {
         "parity_max_abs_diff": checked.max_abs_diff,

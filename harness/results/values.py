@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import numbers
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -92,6 +93,26 @@ def is_text_typed(type_: pa.DataType) -> bool:
     import pyarrow as pa  # the caller's, imported already
 
     return pa.types.is_map(type_) or pa.types.is_list(type_) or pa.types.is_timestamp(type_)
+
+
+NOT_JUDGED = "not judged: "
+"""How the parity note of a row that differs from the reference by design begins (a lossy hook, the baseline): its
+strategy's reason and the difference measured follow."""
+
+
+def parity_words(row: Mapping[str, Any], *, why: bool = True) -> str:
+    """'parity ok', 'PARITY FAILED', 'parity not judged'; with `why`, one that differs by design says why and by
+    how much: 'parity not judged: comm_hook=bf16 compresses gradients (lossy by design), max |Δ| 7.6e-06 (tolerance
+    1e-05)' (a fp16 hook read word for word as `local`, as if nothing had been checked)."""
+    ok = row.get("parity_ok")
+    if str(ok) in ("True", "False"):  # numpy's bool too; null (None, NaN, NA) is not judged
+        return "parity ok" if str(ok) == "True" else "PARITY FAILED"
+    note, diff, allowed = (row.get(k) for k in ("parity_note", "parity_max_abs_diff", "parity_tolerance"))
+    known = isinstance(diff, numbers.Real) and diff == diff  # NaN: no difference recorded
+    if not why or not known or not isinstance(note, str) or not note.startswith(NOT_JUDGED):
+        return "parity not judged"
+    versus = f" (tolerance {allowed:.2g})" if isinstance(allowed, numbers.Real) and allowed == allowed else ""
+    return f"parity not judged: {note[len(NOT_JUDGED) :].split('; ')[0]}, max |Δ| {diff:.2g}{versus}"
 
 
 JUDGED_ON = "judged on this configuration's repeat "

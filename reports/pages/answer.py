@@ -18,7 +18,7 @@ import pandas as pd
 
 from harness.analysis import roles, stats
 from harness.analysis.verdicts import decide, sweep
-from harness.results.values import options_of
+from harness.results.values import options_of, parity_words
 from reports.aggregate import RunData, precision, world_label
 from reports.pages import alerts
 from reports.pages.evidence import (
@@ -154,8 +154,9 @@ def _caps(text: Any) -> list[float]:
     return sorted(float(c) for c in caps)
 
 
-def parity_cell(ok: bool | None) -> str:
-    return {True: "ok", False: "<b>FAILED</b>"}.get(ok, "not judged")
+def parity_cell(row: pd.Series) -> str:
+    words = parity_words(row, why=not row["is_floor"]).removeprefix("parity ")  # a lossy hook's: why, how far
+    return "<b>FAILED</b>" if row["parity_ok"] is False else esc(words)
 
 
 def noise_cell(row: pd.Series) -> str:
@@ -184,7 +185,7 @@ def world_table(group: pd.DataFrame, recommendations: pd.DataFrame, *, workload:
             "floor" if row["is_floor"] else str(rank),
             f"<b>{esc(row['strategy'])}</b>" if rank == 1 and not row["is_floor"] else esc(row["strategy"]),
             milliseconds(row["step_ms"]), esc(against_reference(row, reference)), cap,
-            alerts.hidden_cell(row), parity_cell(row["parity_ok"]), noise_cell(row),
+            alerts.hidden_cell(row), parity_cell(row), noise_cell(row),
         ])  # fmt: skip
         classes.append("failed" if row["parity_ok"] is False else ("noisy" if row["noise"] else ""))
     head = ["#", "strategy", "step (geometric mean of repeats)", f"× {decide.step_of(reference_name(reference))}",
@@ -287,7 +288,7 @@ def headline(group: pd.DataFrame) -> str:
     if contenders.empty:
         return f"At {world_label(int(group['world_size'].iloc[0]))}: only the no-communication floor was measured."
     best = contenders.iloc[0]
-    parity = {True: "parity ok", False: "PARITY FAILED", None: "parity not judged"}[best["parity_ok"]]
+    parity = esc(parity_words(best))  # a lossy hook's: why and by how much, not a bare 'not judged'
     noisy = f"; {best['noise']}" if best["noise"] else ""
     start = f"At {world_label(int(best['world_size']))}: <b>{esc(best['strategy'])}</b>"
     if len(contenders) == 1:

@@ -25,8 +25,9 @@ MEMORY_PEAKS = ("mem_peak_nvml_mb", "mem_peak_rss_mb")
 HELD_COLUMNS = tuple(HELD)  # parameters, gradients, optimizer state (harness.perfmodel.memory)
 HELD_STATE = "held_state_mb"  # their sum, per rank: what a sharded strategy shrinks, measured on any device
 PROCESS_PEAK = "mem_peak_nvml_process_mb"  # each rank's own, where ranks share a GPU (alerts.gpu_shared_worlds)
-POOLED_COLUMNS = ("parity_ok", "step_ms_cv", "comm_ms", "exposed_comm_ms", *MEMORY_PEAKS, PROCESS_PEAK, *HELD_COLUMNS,
-                  "activation_mb")  # fmt: skip
+PARITY = ("parity_note", "parity_max_abs_diff", "parity_tolerance")  # the farthest repeat's: values.parity_words
+POOLED_COLUMNS = ("parity_ok", *PARITY, "step_ms_cv", "comm_ms", "exposed_comm_ms", *MEMORY_PEAKS, PROCESS_PEAK,
+                  *HELD_COLUMNS, "activation_mb")  # fmt: skip
 """The columns `_pool` reads row by row (the rest it reads from the group's first row or its columns)."""
 
 
@@ -117,6 +118,8 @@ def _pool(world: int, strategy: str, group: pd.DataFrame) -> dict:
     first = group.iloc[0]
     records = group[[c for c in POOLED_COLUMNS if c in group]].to_dict("records")  # the rest: 4× the time, unread
     parity = [value(r, "parity_ok") for r in records]
+    differed = [r for r in records if value(r, "parity_max_abs_diff") is not None]
+    farthest = max(differed, key=lambda r: float(r["parity_max_abs_diff"])) if differed else {}
     known_cvs = [cv for r in records if (cv := value(r, "step_ms_cv")) is not None]
     medians = [float(m) for m in group["step_ms_median"]]
     timed = [r for r in records if value(r, "comm_ms") is not None and value(r, "exposed_comm_ms") is not None]
@@ -133,6 +136,7 @@ def _pool(world: int, strategy: str, group: pd.DataFrame) -> dict:
         "cv": float(np.median(known_cvs)) if known_cvs else None, "noise": alerts.rows_noise_note(group),
         # Judged on one repeat of a configuration (the others' rows say which): ok where what was judged passed.
         "parity_ok": False if False in parity else (True if True in parity else None),
+        **{column: value(farthest, column) for column in PARITY},
         "comm_ms": float(np.mean(comm)) if comm else None,
         "exposed_comm_ms": float(np.mean(exposed)) if exposed else None,
         # Measured overlap: 1 − Σ exposed / Σ communication over the repeats (each repeat's per-step means).

@@ -256,3 +256,17 @@ def test_predict_on_several_clusters_says_each_on_a_terminal_while_their_lines_a
     # and before the first, torch's import (2 to 6 s of silence, said by nothing before): told too
     first = "\r\x1b[Kddpbench predict: importing torch…\r\x1b[K"  # wiped as the next Status stands
     assert screen.getvalue().startswith(f"{first}{each}\r\x1b[Kddpbench: warning: ")  # wiped by the first held line
+
+
+LOSSY = {"parity_ok": None, "parity_max_abs_diff": 7.6e-06, "parity_tolerance": 1e-05,
+         "parity_note": "not judged: comm_hook=bf16 compresses gradients (lossy by design); in fc.bias"}  # fmt: skip
+
+
+def test_a_lossy_hook_says_why_its_parity_is_not_judged_and_how_far_it_was():
+    """A bf16 hook's row read 'parity not judged' word for word as `local`'s, as if nothing had been checked."""
+    line = console.describe_row({**ROW, "impl_options": '{"comm_hook": "bf16"}', **LOSSY})
+    assert line.endswith(", parity not judged: comm_hook=bf16 compresses gradients (lossy by design), "
+                         "max |Δ| 7.6e-06 (tolerance 1e-05)")  # fmt: skip
+    baseline = {**LOSSY, "parity_note": "not judged: each rank steps on its own batch (the baseline, by design)"}
+    assert console.describe_row({**ROW, "impl": "local", **baseline}).endswith(", parity not judged")  # as ever
+    assert console.describe_row({**ROW, "parity_ok": None}).endswith(", parity not judged")  # nothing measured

@@ -70,6 +70,20 @@ def test_a_missing_column_is_a_dash_not_a_crash(configs):
     assert "not judged" in html and "—" in html
 
 
+def test_a_lossy_hooks_parity_says_why_it_is_not_judged_and_how_far_it_was():
+    """A bf16 hook's row read 'parity not judged' in the table and the headline, as `local`'s does."""
+    note = "not judged: comm_hook=bf16 compresses gradients (lossy by design); largest difference in fc.bias"
+    lossy = {"parity_ok": None, "parity_max_abs_diff": 7.6e-06, "parity_tolerance": 1e-05, "parity_note": note}
+    rows = with_labels(pd.DataFrame([config("local", 2, 50.0, **lossy),
+                                     config("stock", 2, 90.0, options={"comm_hook": "bf16"}, **lossy),
+                                     config("stock", 2, 100.0)]))  # fmt: skip
+    frame = pooled.ranked(rows, workload="gpt2")
+    said = "not judged: comm_hook=bf16 compresses gradients (lossy by design), max |Δ| 7.6e-06 (tolerance 1e-05)"
+    assert f"; parity {said}." in answer.headline(frame)
+    html = answer.world_table(frame, pd.DataFrame(), workload="gpt2")
+    assert html.count(f"<td>{said}</td>") == 1 and "<td>not judged</td>" in html  # local: by design, as ever
+
+
 def test_the_cap_to_use_is_flat_when_the_default_is_as_good_and_absent_at_one_rank():
     table = pd.DataFrame([{"impl": "stock", "workload": "gpt2", "world_size": 2, "best_cap_mb": 5.0,
                            "equivalent_caps_mb": "[5.0, 25.0, 100.0]"},

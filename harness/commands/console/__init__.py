@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, TextIO
 
 from harness.commands.console.invoked import resume_hint as resume_hint  # console.resume_hint
 from harness.results.invocation import retry_words as retry_words  # console.retry_words
-from harness.results.values import judging_repeat_in, options_words
+from harness.results.values import judging_repeat_in, options_words, parity_words
 
 if (
     TYPE_CHECKING
@@ -178,7 +178,9 @@ def describe_row(row: dict) -> str:
         kind = f" ({row['error_kind']})" if row.get("error_kind") else ""
         where = f" [traceback in the run folder: {row['error_file']}]" if row.get("error_file") else ""
         return f"{label}: {row['status'].upper()}{kind} {row['error']}{where}"
-    parity = {True: "parity ok", False: "PARITY FAILED", None: "parity not judged"}[row["parity_ok"]]
+    from harness.analysis import roles
+
+    parity = parity_words(row, why=row["impl"] != roles.baseline_name())  # a lossy hook: why, by how much
     if row["parity_ok"] is None and judging_repeat_in(row.get("parity_note")):
         parity = f"parity judged on repeat {judging_repeat_in(row.get('parity_note'))}"
     if row["parity_ok"] is False and row.get("parity_note"):
