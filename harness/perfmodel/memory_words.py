@@ -110,23 +110,30 @@ def uncounted(state: pd.DataFrame, choices: list) -> list[str]:
 SAME_COLLECTIVES = ("static_graph", "gradient_as_bucket_view")
 """DDP's options that leave its buckets and all-reduces as they are (torch's reducer: static_graph skips the per-step
 search for unused parameters and bucket-rebuild checks; gradient_as_bucket_view makes .grad a view of its bucket, one
-copy fewer): what they change is DDP's own work on the host and its memory, which no step model here times."""
+copy fewer, which the memory per rank counts): what they change on the host no step model here times."""
 
 
 def _unmodelled_why(state: pd.DataFrame, labels: list[str]) -> str:
-    """' (the step models leave out static_graph: …)': the options of `labels`' rows beyond their strategies' defaults,
-    and where each is one that leaves the collectives as they are (SAME_COLLECTIVES), that their communication is
-    the same strategy's without it; '' where none is known."""
+    """' (the step models leave out static_graph: …)': the options of `labels`' rows beyond their strategies' defaults
+    that no step model prices (a 2-byte hook's bytes it does: compression.WIRE_BYTES), and where each is one that
+    leaves the collectives as they are (SAME_COLLECTIVES), that their communication is the same strategy's without
+    it; '' where none is known."""
+    from harness.perfmodel.compression import WIRE_BYTES
+
     rows = state[state["strategy"].isin(labels)]
-    options = sorted({key for asked in roles.beyond_defaults_of(rows) for key in asked} - {"bucket_cap_mb"})
+    asked = [{k: v for k, v in options.items() if k != "bucket_cap_mb" and not (k == "comm_hook" and v in WIRE_BYTES)}
+             for options in roles.beyond_defaults_of(rows)]  # fmt: skip
+    options = sorted({key if key != "comm_hook" else f"{key}={value}" for o in asked for key, value in o.items()})
     if not options:
         return ""
     same = [key for key in options if key in SAME_COLLECTIVES]
     said = f" (the step models leave out {', '.join(options)}"
     if same:
-        said += (f"; {' and '.join(same)} change{'s' if len(same) == 1 else ''} DDP's own work on the host and its "
-                 "memory, not its buckets or all-reduces: their communication is the same strategy's without "
+        said += (f"; {' and '.join(same)} change{'s' if len(same) == 1 else ''} DDP's own work on the host, not its "
+                 f"buckets or all-reduces: their communication is the same strategy's without "
                  f"{'it' if len(same) == 1 else 'them'}")  # fmt: skip
+    if "gradient_as_bucket_view" in same:
+        said += "; the gradient copy gradient_as_bucket_view saves is in the memory per rank"
     return said + ")"
 
 

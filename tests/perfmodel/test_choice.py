@@ -505,15 +505,21 @@ def test_strategies_without_a_step_model_are_told_what_their_options_change():
     strategy's own, and name an option whose effect on them is not known without claiming one."""
     import pandas as pd
 
-    state = pd.DataFrame({"strategy": ["stock static_graph=True", "stock powersgd", "stock"],
-                          "impl": ["stock"] * 3, "impl_options": ['{"static_graph": true}',
-                                                                  '{"comm_hook": "powersgd"}', "{}"]})  # fmt: skip
+    labels = ["stock static_graph=True", "stock powersgd", "stock", "stock fp16 view"]
+    state = pd.DataFrame({"strategy": labels, "impl": ["stock"] * 4,
+                          "impl_options": ['{"static_graph": true}', '{"comm_hook": "powersgd"}', "{}",
+                                           '{"comm_hook": "fp16", "gradient_as_bucket_view": true}']})  # fmt: skip
     said = memory_words._unmodelled_why(state, ["stock static_graph=True"])
     assert said == (
-        " (the step models leave out static_graph; static_graph changes DDP's own work on the host and its "
-        "memory, not its buckets or all-reduces: their communication is the same strategy's without it)"
+        " (the step models leave out static_graph; static_graph changes DDP's own work on the host, not its "
+        "buckets or all-reduces: their communication is the same strategy's without it)"
     )
-    assert memory_words._unmodelled_why(state, ["stock powersgd"]) == " (the step models leave out comm_hook)"
+    assert memory_words._unmodelled_why(state, ["stock powersgd"]) == " (the step models leave out comm_hook=powersgd)"
+    # a 2-byte hook's bytes are modelled ('50% of the bytes all-reduced'): predict said it left out comm_hook after
+    # naming them; gradient_as_bucket_view's saved copy is in the memory table it printed
+    said = memory_words._unmodelled_why(state, ["stock fp16 view"])
+    assert said.startswith(" (the step models leave out gradient_as_bucket_view; ") and "comm_hook" not in said
+    assert said.endswith("; the gradient copy gradient_as_bucket_view saves is in the memory per rank)")
     assert memory_words._unmodelled_why(state, ["stock"]) == ""  # nothing beyond its defaults: nothing to name
 
 
