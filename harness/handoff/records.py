@@ -16,7 +16,14 @@ from harness.analysis import scaling, stats
 from harness.config import precision
 from harness.config.grid import Configuration
 from harness.handoff.rank_result import RankResult
-from harness.handoff.steps import baseline_means, communication_columns, part_columns, step_rows, timeline_rows
+from harness.handoff.steps import (
+    baseline_means,
+    communication_columns,
+    part_columns,
+    sent_bytes,
+    step_rows,
+    timeline_rows,
+)
 from harness.protocols import roles_of
 from harness.results.dictionary import columns, kinds
 from harness.results.values import NOT_JUDGED, judged_on
@@ -301,6 +308,7 @@ def assemble(
             if roles_of(impls.entry(cfg.impl).cls)["baseline"]
             else baseline_means(written, same_setup(written, cfg), cfg),
         ),
+        "comm_bytes": sent_bytes(timeline := timeline_rows(cfg, run_id, results)),
         "comm_note": main.comm_note,
         **window_columns(cfg, results),
         **memory_columns(results),
@@ -323,4 +331,4 @@ def assemble(
             for k in ("threads_per_rank", "torch_version", "gpu_name", "hostname", "git_sha", "started_at")
         },
     }
-    return Rows(row, steps, rank_rows(cfg, run_id, results), timeline_rows(cfg, run_id, results))
+    return Rows(row, steps, rank_rows(cfg, run_id, results), timeline)

@@ -131,6 +131,16 @@ def baseline_means(written: pd.DataFrame, same: pd.Series, cfg: Configuration) -
     return {"step_ms": float(rows["step_ms_mean"].iloc[-1]), "compute_ms": float(rows["compute_ms"].iloc[-1])}
 
 
+def sent_bytes(timeline: list[dict[str, Any]]) -> float | None:
+    """`comm_bytes`: the bytes a rank's collectives sent a measured step, the mean over steps and ranks (what a
+    compression hook saves shows here, where gloo's ms barely move); None without a timeline."""
+    sent: dict[tuple[int, int], int] = {}
+    for row in timeline:
+        if not row["warmup"] and row.get("bytes") is not None:
+            sent[row["rank"], row["step"]] = sent.get((row["rank"], row["step"]), 0) + int(row["bytes"])
+    return float(np.mean(list(sent.values()))) if sent else None
+
+
 def timeline_rows(cfg: Configuration, run_id: str, results: list[RankResult]) -> list[dict[str, Any]]:
     """The bucket timeline: one row per collective, rank and step."""
     rows = []

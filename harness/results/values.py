@@ -95,6 +95,15 @@ def is_text_typed(type_: pa.DataType) -> bool:
     return pa.types.is_map(type_) or pa.types.is_list(type_) or pa.types.is_timestamp(type_)
 
 
+def sent_words(comm_bytes: Any) -> str:
+    """'8.09 MiB sent': what a step's collectives sent (`comm_bytes`, from the bucket timeline), beside their ms,
+    where a compression hook's saving shows and gloo's ms barely move; '' where not measured."""
+    if not isinstance(comm_bytes, numbers.Real) or comm_bytes != comm_bytes:
+        return ""
+    mib = comm_bytes / 2**20
+    return f"{mib:.3g} MiB sent" if mib >= 0.1 else f"{comm_bytes / 1024:.3g} KiB sent"
+
+
 NOT_JUDGED = "not judged: "
 """How the parity note of a row that differs from the reference by design begins (a lossy hook, the baseline): its
 strategy's reason and the difference measured follow."""

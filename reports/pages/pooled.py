@@ -26,8 +26,8 @@ HELD_COLUMNS = tuple(HELD)  # parameters, gradients, optimizer state (harness.pe
 HELD_STATE = "held_state_mb"  # their sum, per rank: what a sharded strategy shrinks, measured on any device
 PROCESS_PEAK = "mem_peak_nvml_process_mb"  # each rank's own, where ranks share a GPU (alerts.gpu_shared_worlds)
 PARITY = ("parity_note", "parity_max_abs_diff", "parity_tolerance")  # the farthest repeat's: values.parity_words
-POOLED_COLUMNS = ("parity_ok", *PARITY, "step_ms_cv", "comm_ms", "exposed_comm_ms", *MEMORY_PEAKS, PROCESS_PEAK,
-                  *HELD_COLUMNS, "activation_mb")  # fmt: skip
+POOLED_COLUMNS = ("parity_ok", *PARITY, "step_ms_cv", "comm_ms", "comm_bytes", "exposed_comm_ms", *MEMORY_PEAKS,
+                  PROCESS_PEAK, *HELD_COLUMNS, "activation_mb")  # fmt: skip
 """The columns `_pool` reads row by row (the rest it reads from the group's first row or its columns)."""
 
 
@@ -125,6 +125,7 @@ def _pool(world: int, strategy: str, group: pd.DataFrame) -> dict:
     timed = [r for r in records if value(r, "comm_ms") is not None and value(r, "exposed_comm_ms") is not None]
     comm = [float(r["comm_ms"]) for r in timed]
     exposed = [float(r["exposed_comm_ms"]) for r in timed]
+    sent = [float(r["comm_bytes"]) for r in timed if value(r, "comm_bytes") is not None]
     return {
         "world_size": int(world), "strategy": strategy, "impl": first["impl"],
         **{role: first[role] for role in roles.ROLES},
@@ -139,6 +140,7 @@ def _pool(world: int, strategy: str, group: pd.DataFrame) -> dict:
         **{column: value(farthest, column) for column in PARITY},
         "comm_ms": float(np.mean(comm)) if comm else None,
         "exposed_comm_ms": float(np.mean(exposed)) if exposed else None,
+        "comm_bytes": float(np.mean(sent)) if sent else None,  # a compression hook's saving, where timed
         # Measured overlap: 1 − Σ exposed / Σ communication over the repeats (each repeat's per-step means).
         "overlap_efficiency": overlap_efficiency(comm, exposed),
         "backend": value(first, "backend"), "comm_late": alerts.completions_late(group),  # alerts.hidden_cell's

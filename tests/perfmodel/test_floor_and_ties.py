@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 from test_predict import _PROFILE_ROWS as PROFILE  # the same five 1 MiB gradients
 
-from harness.analysis import agreement, why
+from harness.analysis import agreement, predicted_why
 from harness.commands.console import predictions
 from harness.commands.console.predict import steps
 from harness.perfmodel import measured, predict
@@ -210,9 +210,9 @@ def test_a_failed_one_rank_baseline_leaves_the_calibration_out_rather_than_nan()
 )  # fmt: skip
 def test_the_answer_names_the_part_that_makes_the_step(exposed, comm, said):
     row = {"exposed_comm_ms": exposed, "comm_ms": comm, "step_ms": 40.0 + exposed}
-    assert why.predicted_step(row, backward_ms=20.0).startswith(said)
+    assert predicted_why.predicted_step(row, backward_ms=20.0).startswith(said)
     if said.startswith("compute"):  # after a why that named backward's ms (the full size's), not again
-        again = why.predicted_step(row, backward_ms=20.0, backward_said=True)
+        again = predicted_why.predicted_step(row, backward_ms=20.0, backward_said=True)
         assert again == "compute: the all-reduces (5 ms a step) hide behind backward but for 0.1 ms"
 
 
@@ -227,7 +227,7 @@ def test_the_gradients_ready_last_are_named_from_the_profile():
     row = predict_caps(Profile(0.005, 0.010, 0.001, grads), caps_mb=[25.0], link=link, world_size=64).iloc[0]
     assert (row["last_bucket_largest"], row["last_bucket_tensors"]) == ("transformer.wte.weight", 2)
     assert row["last_bucket_mb"] == pytest.approx(148.0)
-    said = why.predicted_step(row, backward_ms=10.0)
+    said = predicted_why.predicted_step(row, backward_ms=10.0)
     assert row["exposing_ms"] == pytest.approx(row["last_allreduce_ms"])  # it starts as backward ends
     ends = (
         f"; of that, {row['exposing_ms']:.3g} ms is transformer.wte.weight's bucket (148 MiB, ready as backward ends)"
@@ -235,8 +235,10 @@ def test_the_gradients_ready_last_are_named_from_the_profile():
     assert said.startswith("the gradients ready last") and said.endswith(ends), said
     old = {k: row[k] for k in ("last_bucket_largest", "last_bucket_tensors", "last_bucket_mb", "last_allreduce_ms")}
     alone = f"alone takes {row['last_allreduce_ms']:.3g} ms"  # a row from before the exposing columns
-    assert f"the last bucket, 148 MiB (transformer.wte.weight and 1 more), {alone}" in why._last_bucket_words(old)
-    assert why._last_bucket_words({"exposed_comm_ms": 1.0}) == ""  # a row from before the names: nothing said
+    assert f"the last bucket, 148 MiB (transformer.wte.weight and 1 more), {alone}" in predicted_why._last_bucket_words(
+        old
+    )
+    assert predicted_why._last_bucket_words({"exposed_comm_ms": 1.0}) == ""  # a row from before the names: nothing said
 
 
 def test_the_why_names_the_bucket_that_exposes_most_not_a_tiny_last_one():
@@ -255,15 +257,15 @@ def test_the_why_names_the_bucket_that_exposes_most_not_a_tiny_last_one():
     at_25 = frame.iloc[1]
     assert at_25["last_bucket_largest"] == "bottom.2.weight"  # the last bucket is the tiny one
     assert at_25["exposing_ready"] == pytest.approx(0.0735 / 0.0743)  # its bucket's last gradient is big.weight
-    said = why.predicted_step(at_25, backward_ms=74.3)
+    said = predicted_why.predicted_step(at_25, backward_ms=74.3)
     assert (
         f"of that, {at_25['exposing_ms']:.3g} ms is big.weight's bucket (" in said
         and "ready at 99% of backward)" in said
     )
     assert "bottom.2.weight" not in said
-    alike = why.one_bucket_at_every_cap([frame])
+    alike = predicted_why.one_bucket_at_every_cap([frame])
     assert alike == "big.weight's bucket, ready at 99% of backward, is most of what is exposed at every cap"
-    assert why.one_bucket_at_every_cap([frame.assign(exposing_ms=frame["exposed_comm_ms"] / 4)]) == ""
+    assert predicted_why.one_bucket_at_every_cap([frame.assign(exposing_ms=frame["exposed_comm_ms"] / 4)]) == ""
 
 
 def test_the_answer_line_says_the_cap_as_the_per_node_line_does_and_one_node_count_as_one(capsys):

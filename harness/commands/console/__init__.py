@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, TextIO
 
 from harness.commands.console.invoked import resume_hint as resume_hint  # console.resume_hint
 from harness.results.invocation import retry_words as retry_words  # console.retry_words
-from harness.results.values import judging_repeat_in, options_words, parity_words
+from harness.results.values import judging_repeat_in, options_words, parity_words, sent_words
 
 if (
     TYPE_CHECKING
@@ -193,13 +193,14 @@ def describe_row(row: dict) -> str:
 
 
 def communication_text(row: dict) -> str:
-    """', comm 40.6 ms/step mean (27.4 exposed, 33% hidden)' where the strategy's collectives were timed: means
-    over the measured steps (comm_ms, exposed_comm_ms), where the step time before it is a median."""
+    """', comm 40.6 ms/step mean (27.4 exposed, 33% hidden, 8.09 MiB sent)' where the strategy's collectives were
+    timed: means over the measured steps (comm_ms, exposed_comm_ms, comm_bytes), where the step before is a median."""
     comm, exposed, hidden = (row.get(k) for k in ("comm_ms", "exposed_comm_ms", "overlap_efficiency"))
     if comm is None or comm != comm or not comm > 0:  # not measured (None/NaN), or no communication
         return ""
     share = f", {hidden:.0%} hidden" if hidden is not None and hidden == hidden else ""
-    return f", comm {comm:.1f} ms/step mean ({exposed:.1f} exposed{share})"
+    sent = f", {sent_words(row.get('comm_bytes'))}" if sent_words(row.get("comm_bytes")) else ""  # a hook's saving
+    return f", comm {comm:.1f} ms/step mean ({exposed:.1f} exposed{share}{sent})"
 
 
 def duration_text(seconds: float) -> str:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-from harness.analysis import agreement, stats, why
+from harness.analysis import agreement, predicted_why, stats
 from harness.commands.console import bytes_text, invoked, once, say, say_once, warning
 from harness.commands.console.predict.steps import best_cap
 from harness.perfmodel.pick import ranked
@@ -226,7 +226,7 @@ def cluster_answer(cluster, frames: list[pd.DataFrame], *, backward_ms: float, c
     changes = [(int(row["world_size"]), answer.text) for row, answer in zip(named, answers, strict=True)]
     merged = [change for k, change in enumerate(changes) if k == 0 or change[1] != changes[k - 1][1]]
     cap_text = merged[0][1] if len(merged) == 1 else "; ".join(f"{text} from w{world}" for world, text in merged)
-    if cap_text.startswith("any") and (alike := why.one_bucket_at_every_cap(frames)):
+    if cap_text.startswith("any") and (alike := predicted_why.one_bucket_at_every_cap(frames)):
         cap_text = f"{cap_text.removesuffix(')')}: {alike})"
     first, last = named[0], named[-1]
     before = ", both before DDP's own cost" if own_ms is None else ""  # neither measured nor given: not in them
@@ -241,7 +241,9 @@ def cluster_answer(cluster, frames: list[pd.DataFrame], *, backward_ms: float, c
         caveats.append(agreement.SMALL_CAP_CAVEAT)
     said = "".join(f" [{text}]" for text in caveats)
     # after the full size's why, which names backward's ms: the small size's says only what differs
-    why_last = why.predicted_step(last, backward_ms=backward_ms, own_ms=own_ms or 0.0, backward_said=bool(full_size))
+    why_last = predicted_why.predicted_step(
+        last, backward_ms=backward_ms, own_ms=own_ms or 0.0, backward_said=bool(full_size)
+    )
     own = f"{span}. Why at w{int(last['world_size'])}: {why_last}{ranked.algorithm_changes(named, 'comm_algorithm')}"
     head = f"ddpbench predict: answer for DDP on {cluster.name} (ZeRO-1's and FSDP2's steps follow): "
     if full_size:  # the model to train's first, a line of its own; the small profile's (its own buckets) under it,

@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 import pandas as pd
 
-from harness.analysis import agreement, roles, stats, why
+from harness.analysis import agreement, predicted_why, roles, stats
 from harness.analysis.verdicts.sweep import given_cap
 from harness.perfmodel.clusters.cluster import Cluster
 from harness.perfmodel.clusters.nccl import ClusterLink
@@ -242,7 +242,7 @@ def _answer(best: pd.DataFrame, cluster: Cluster, trained: str = "", default: st
     what they bound for the model to train first, the profiled size's figures after, said to be its; the published
     tables' caveat only where their misses could move the cap named (`moves`: ranked.miss_could_move_cap)."""
     last = best.iloc[-1]
-    why_last = why.predicted_step(last, backward_ms=last["backward_ms"], own_ms=last["ddp_own_ms"])
+    why_last = predicted_why.predicted_step(last, backward_ms=last["backward_ms"], own_ms=last["ddp_own_ms"])
     why_last += ranked.algorithm_changes([r for _, r in best.iterrows()], "comm_algorithm", lambda n: f"{n:,} GPUs")
     before = " (before DDP's own cost, left out)" if last["own_left_out"] else ""  # the calibration note says why
     said = (f"(ZeRO-1's and FSDP2's steps at the same cap are in the table below): {esc(_caps_by_size(best))}. "
