@@ -23,11 +23,12 @@ from reports.pages.evidence import bucket_layouts, repeat_ids
 MISSING = "—"
 MEMORY_PEAKS = ("mem_peak_nvml_mb", "mem_peak_rss_mb")
 HELD_COLUMNS = tuple(HELD)  # parameters, gradients, optimizer state (harness.perfmodel.memory)
+GRAD_VIEW = "held_grad_view_mb"  # of the gradients, those that are views into the strategy's buckets
 HELD_STATE = "held_state_mb"  # their sum, per rank: what a sharded strategy shrinks, measured on any device
 PROCESS_PEAK = "mem_peak_nvml_process_mb"  # each rank's own, where ranks share a GPU (alerts.gpu_shared_worlds)
 PARITY = ("parity_note", "parity_max_abs_diff", "parity_tolerance")  # the farthest repeat's: values.parity_words
 POOLED_COLUMNS = ("parity_ok", *PARITY, "step_ms_cv", "comm_ms", "comm_bytes", "exposed_comm_ms", *MEMORY_PEAKS,
-                  PROCESS_PEAK, *HELD_COLUMNS, "activation_mb")  # fmt: skip
+                  PROCESS_PEAK, *HELD_COLUMNS, GRAD_VIEW, "activation_mb")  # fmt: skip
 """The columns `_pool` reads row by row (the rest it reads from the group's first row or its columns)."""
 
 
@@ -149,6 +150,7 @@ def _pool(world: int, strategy: str, group: pd.DataFrame) -> dict:
         "scaling_efficiency_vs_local": _one(list(group["pooled_scaling_vs_local"])),
         **{column: _highest([value(r, column) for r in records]) for column in (*MEMORY_PEAKS, PROCESS_PEAK)},
         HELD_STATE: _highest([_held_state(r) for r in records]),
+        GRAD_VIEW: _highest([value(r, GRAD_VIEW) for r in records]),
         "activation_mb": _highest([value(r, "activation_mb") for r in records]),  # the model's, at the batch
     }  # fmt: skip
 

@@ -215,9 +215,30 @@ def _held_state(rows: pd.DataFrame, plan: str = "") -> str:
     kept = (f"; the model's forward keeps {mib_text(max(counted))} of activations for backward a rank (every strategy "
             "alike; on a GPU add buckets and gathered parameters: a GPU run measures them)" if counted else
             " (on a GPU add activations, buckets and gathered parameters: a GPU run measures them)")  # fmt: skip
+    parts += _views(held)
     return (f"At {world} each rank holds in parameters, gradients and optimizer state: {parts}{kept}. Each "
             f"process's peak RSS here ({span}) is mostly the interpreter and torch, no ranking of the "
             f"strategies.{plan}")  # fmt: skip
+
+
+def _views(held: pd.DataFrame) -> str:
+    """'; stock gradient_as_bucket_view=True's gradients (16.2 MiB) are views into its buckets, where stock keeps its
+    gradients and a bucket copy of them': what gradient_as_bucket_view saves, which the state alike in every row hid."""
+    if pooled.GRAD_VIEW not in held or "keeps_buckets" not in held:
+        return ""
+    buckets = held[held["keeps_buckets"].fillna(False).astype(bool)]
+    viewed = buckets[pooled.GRAD_VIEW].map(lambda v: v is not None and v == v and v > 0)
+    if not viewed.any():
+        return ""
+    views, copies = buckets[viewed], buckets[~viewed]
+    one, most = len(views) == 1, max(views[pooled.GRAD_VIEW])
+    said = (f"; {', '.join(views['strategy'])}'s gradients ({'' if one else 'up to '}{mib_text(most)}) are views into "
+            f"{'its' if one else 'their'} buckets")  # fmt: skip
+    if len(copies):
+        lone = len(copies) == 1
+        said += (f", where {', '.join(copies['strategy'])} keep{'s' * lone} {'its' if lone else 'their'} gradients and "
+                 "a bucket copy of them")  # fmt: skip
+    return said
 
 
 def _mib(value: float) -> str:
