@@ -110,7 +110,10 @@ class Stock(DDPOptions, StrategyDefaults):
     keeps_buckets: ClassVar[bool] = True  # DDP's buckets (the gradients themselves with gradient_as_bucket_view)
 
     comm_hook: Literal["none", "fp16", "bf16", "powersgd"] = option(
-        "none", "Gradient compression hook from torch.distributed.algorithms.ddp_comm_hooks."
+        "none",
+        "Gradient compression hook from torch.distributed.algorithms.ddp_comm_hooks: fp16/bf16 all-reduce each "
+        "bucket as 2-byte floats (half the bytes, lossy); powersgd a low-rank approximation (powersgd_rank), NCCL "
+        "only (skipped on gloo).",
     )
     powersgd_rank: int = option(1, "Matrix approximation rank of the PowerSGD hook.", valid="≥ 1")
 

@@ -215,7 +215,10 @@ def _describe_strategy(name: str) -> None:
     console.say(f"strategy {name}: {entry.description}")
     for option in entry.options().values():
         default = "unset" if option.default is None else option.default
-        valid = f" ({option.valid})" if option.valid else ""
+        choices = option.choices()  # a Literal's: the values to type, beside the default
+        valid = (
+            f" (one of {', '.join(map(str, choices))})" if choices else (f" ({option.valid})" if option.valid else "")
+        )
         console.say(f"  --opt {option.name}={default}{valid}: {option.doc}")
     for device, steps in getattr(entry.cls, "warmup_needed", {}).items():
         console.say(f"  warm-up: {steps} steps on {device}")

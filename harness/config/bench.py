@@ -67,7 +67,8 @@ class BenchConfig:
     )
     options: tuple[tuple[str, tuple[str, ...]], ...] = flag(
         (),
-        "a strategy option; several values sweep it (repeatable; --bucket-cap-mb A,B is --opt bucket_cap_mb=A,B)",
+        "a strategy option (`ddpbench list IMPL`: its options, defaults and choices); several values sweep it, and "
+        "repeated --opt flags combine every value with every other (--bucket-cap-mb A,B is --opt bucket_cap_mb=A,B)",
         name="--opt",
         parse=key_values("--opt"),
         metavar="KEY=V[,V…]",

@@ -216,6 +216,18 @@ def test_list_says_one_strategy_workload_spec_or_cluster_in_full(tmp_path, capsy
     assert "checked for built-in profiles only" in out
 
 
+def test_list_says_each_options_choices_and_bench_help_points_there(capsys):
+    """`list stock` printed '--opt comm_hook=none: Gradient compression hook …' with no value to type; that
+    PowerSGD needs NCCL only a dry run revealed."""
+    assert cli.main(["list", "stock"]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if "--opt comm_hook=" in x)
+    assert line.startswith("  --opt comm_hook=none (one of none, fp16, bf16, powersgd): ") and "NCCL only" in line
+    with pytest.raises(SystemExit):
+        cli.main(["bench", "--help"])
+    said = " ".join(capsys.readouterr().out.split())
+    assert "`ddpbench list IMPL`" in said and "repeated --opt flags combine every value with every other" in said
+
+
 def test_list_says_each_sizes_input_beside_its_parameters(capsys):
     """What a size costs: vit_l_16's 303M parameters at every size once hid that tiny's input was 224×224."""
     assert cli.main(["list", "torchvision:vit_l_16"]) == 0
