@@ -145,6 +145,8 @@ def test_the_repeats_needed_are_said_as_a_number_until_no_practical_number_will_
     assert stats.needed_text(7) == "need about 7"
     # sized from 3 repeats' spread, a count is as rough as the time it predicts (3 repeats said 5; the 6th, 341)
     assert stats.needed_text(7, 3) == "need about 7 (a rough guide from 3 repeats)"
+    assert stats.rough_guide(1) == " (a rough guide from 1 repeat)"  # a walkthrough's "from 1 repeats"
+    assert stats.rough_guide(np.float64(2)) == " (a rough guide from 2 repeats)"  # as a stored row holds it
     assert stats.needed_text(7, stats.ROUGH_UNDER) == "need about 7"
     assert stats.needed_text(stats.MAX_REPEATS).startswith(f"need more than {stats.MAX_REPEATS}")
     assert stats.needed_text(None) == "need more"
