@@ -95,6 +95,11 @@ def test_the_state_says_whose_gradients_are_views_into_their_buckets():
     assert ("stock gradient_as_bucket_view=True's gradients (16.2 MiB) are views into its buckets, where stock keeps "
             "its gradients and a bucket copy of them") in said, said  # fmt: skip
     assert "views" not in takeaways.memory(rows.assign(held_grad_view_mb=0.0), workload="mlp")
+    hooks = pd.concat([rows, rows.assign(impl_options=rows["impl_options"].str.replace("{", '{"comm_hook": "fp16", ')
+                                         .str.replace(", }", "}"), config_id=rows["config_id"] + "h")])  # fmt: skip
+    swept = takeaways.memory(hooks, workload="mlp")  # a sweep's configurations named by the knob, not one by one
+    assert ("; with gradient_as_bucket_view=True (2 of them) the gradients (16.2 MiB) are views into DDP's buckets, "
+            "where the other 2 keep a bucket copy beside theirs") in swept, swept  # fmt: skip
 
 
 def test_without_a_gpu_memory_ranks_the_model_state_each_rank_holds_not_the_processes_rss():

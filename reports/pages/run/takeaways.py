@@ -13,7 +13,7 @@ import pandas as pd
 from harness.analysis import stats
 from harness.analysis.verdicts import decide
 from harness.perfmodel.memory import mib_text
-from harness.results.values import sent_words
+from harness.results.values import options_of, sent_words
 from reports.aggregate import world_label
 from reports.pages import alerts, answer, evidence, pooled
 from reports.pages.whatif.full_size import default_configuration, yours_instead
@@ -232,8 +232,12 @@ def _views(held: pd.DataFrame) -> str:
         return ""
     views, copies = buckets[viewed], buckets[~viewed]
     one, most = len(views) == 1, max(views[pooled.GRAD_VIEW])
-    said = (f"; {', '.join(views['strategy'])}'s gradients ({'' if one else 'up to '}{mib_text(most)}) are views into "
-            f"{'its' if one else 'their'} buckets")  # fmt: skip
+    size = f"{'up to ' if min(views[pooled.GRAD_VIEW]) < most else ''}{mib_text(most)}"
+    if len(views) > 1 and all(options_of(o).get("gradient_as_bucket_view") for o in views["options"]):  # a sweep's
+        return (f"; with gradient_as_bucket_view=True ({len(views)} of them) the gradients ({size}) are views into "
+                f"DDP's buckets, where the other {len(copies)} keep a bucket copy beside theirs" if len(copies) else
+                f"; with gradient_as_bucket_view=True the gradients ({size}) are views into DDP's buckets")  # fmt: skip
+    said = f"; {', '.join(views['strategy'])}'s gradients ({size}) are views into {'its' if one else 'their'} buckets"
     if len(copies):
         lone = len(copies) == 1
         said += (f", where {', '.join(copies['strategy'])} keep{'s' * lone} {'its' if lone else 'their'} gradients and "
