@@ -262,17 +262,26 @@ def test_a_gate_that_cannot_tell_says_what_would_decide_it_and_what_leans_slower
     fake_run(tmp_path / "r", "new", statuses=("ok",))
     code, out = compare(capsys, tmp_path / "r")
     need = out.out.split("need about ")[1].split(" ")[0]  # the configuration's own line
+    ratio = float(out.out.split("ratio ")[1].split(" ")[0])
+    largest = f"; largest so far: w2 mlp/tiny stock {ratio:.2f}×" if ratio > 1 else ""  # its need just said
     assert code == 3 and out.out.splitlines()[-1] == (
         "compare: cannot tell: 1 of 1 matched configuration with too few repeats to tell (have 1, need up to "
-        f"{need} a run at the spread seen) (exit 3)"
+        f"{need} a run at the spread seen, for w2 mlp/tiny stock{largest}) (exit 3)"
     ), out.out
     row = {"world_size": 2, "workload": "mlp", "size": "tiny", "impl": "stock", "impl_options": "{}", "ratio": 1.04,
            "verdict": "too few repeats to tell", "base_repeats": 5, "new_repeats": 4, "leaning": "slower"}  # fmt: skip
     frame = pd.DataFrame([{**row, "repeats_needed": 30}, {**row, "world_size": 1, "repeats_needed": 1000,
                                                           "leaning": ""}])  # fmt: skip
-    assert compared.open_named(frame) == (" (have 4, need up to 30 a run at the spread seen, 1 more than 1000: the "
-                                          "repeats differ far beyond the threshold; slower so far: w2 mlp/tiny stock "
-                                          "1.04×)")  # fmt: skip
+    assert compared.open_named(frame) == (" (have 4, need up to 30 a run at the spread seen, for w2 mlp/tiny stock, "
+                                          "1 more than 1000: the repeats differ far beyond the threshold; largest so "
+                                          "far: w2 mlp/tiny stock 1.04×)")  # fmt: skip
+    # nightC → nightB2: a 3.7× regression short of one repeat hid behind another configuration's need of 372
+    frame = pd.DataFrame([{**row, "impl": "fsdp", "ratio": 0.83, "repeats_needed": 372, "leaning": ""},
+                          {**row, "ratio": 3.71, "repeats_needed": 4, "leaning": ""},
+                          {**row, "impl": "local", "ratio": 1.2, "repeats_needed": 9}])  # fmt: skip
+    assert compared.open_named(frame) == (" (have 4, need up to 372 a run at the spread seen, for w2 mlp/tiny fsdp; "
+                                          "largest so far: w2 mlp/tiny stock 3.71×, need about 4; slower so far: w2 "
+                                          "mlp/tiny local 1.20×)")  # fmt: skip
 
 
 def test_an_interval_that_bounds_nothing_reads_too_wide_as_the_page_says(capsys):

@@ -61,21 +61,34 @@ def slower_named(frame: pd.DataFrame) -> str:
 
 
 def open_named(frame: pd.DataFrame) -> str:
-    """' (have 5, need up to 124 a run at the spread seen, 3 more than 1000: …; slower so far: w2 mlp/tiny stock
-    1.04×)': what would decide the configurations the repeats left open, and which already lean slower, for the
-    outcome line of a gate that exits 3 ('' where none is open)."""
+    """' (have 5, need up to 124 a run at the spread seen, for w1 mlp/tiny fsdp, 3 more than 1000: …; largest so far:
+    w2 mlp/tiny stock 1.30×, need about 9; slower so far: w2 mlp/tiny bucketed 1.04×)': what would decide the
+    configurations the repeats left open (whose the largest need is), the largest ratio among them (above 1: a
+    3.7× regression hid behind another configuration's need of 372) with its own need, and which already lean slower,
+    for the outcome line of a gate that exits 3, the one line a CI reader sees ('' where none is open)."""
     shut = frame[frame["verdict"] == stats.TOO_FEW] if len(frame) else frame
     if shut.empty:
         return ""
     have = int(shut[["base_repeats", "new_repeats"]].min(axis=1).min())
     needs = shut["repeats_needed"].dropna()
     within = needs[needs < stats.MAX_REPEATS]
-    said = [f"have {have}"] + ([f"need up to {int(within.max())} a run at the spread seen"] if len(within) else [])
+    rows = {r.Index: r for r in shut.itertuples()}  # named tuples: a Series' .size is its length, not the model's
+    neediest = rows[within.idxmax()] if len(within) else None
+    said = [f"have {have}"] + ([f"need up to {int(within.max())} a run at the spread seen, for {_named(neediest)}"]
+                               if neediest is not None else [])  # fmt: skip
     if beyond := len(shut) - len(within):  # at the cap, or no estimate at all
         said.append(f"{beyond} more than {stats.MAX_REPEATS}: the repeats differ far beyond the threshold")
+    largest = rows[shut["ratio"].idxmax()]
     leaning = shut[shut["leaning"] == "slower"] if "leaning" in shut else shut.iloc[:0]
-    slower = "; slower so far: " + ", ".join(f"{_named(r)} {r.ratio:.2f}×" for r in leaning.itertuples())
-    return f" ({', '.join(said)}{slower if len(leaning) else ''})"
+    notes = []
+    if largest.ratio > 1:  # a regression candidate, named with what would decide it
+        own = "" if neediest is not None and largest.Index == neediest.Index else (
+            f", {stats.needed_text(largest.repeats_needed)}")  # fmt: skip
+        notes.append(f"largest so far: {_named(largest)} {largest.ratio:.2f}×{own}")
+        leaning = leaning.drop(index=largest.Index, errors="ignore")
+    if len(leaning):
+        notes.append("slower so far: " + ", ".join(f"{_named(r)} {r.ratio:.2f}×" for r in leaning.itertuples()))
+    return f" ({'; '.join([', '.join(said), *notes])})"
 
 
 def memory_regressions(frame: pd.DataFrame) -> None:
