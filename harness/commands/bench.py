@@ -212,6 +212,7 @@ def _native_bf16() -> bool:
 
 
 def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
+    from harness.analysis.verdicts.environment import fault_words, injected_fault
     from harness.launch import launcher as launch
     from harness.launch import repeats
     from harness.launch.torchrun import check_fault_switch
@@ -232,6 +233,8 @@ def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
             raise ConfigError("--retry-failed needs --resume RUN_ID: it runs a stopped run's failed configurations")
         (config, plan), done = new_run(args, command=command), 0
         say_dtypes_ignored(plan.configurations)  # a resume's said at its start (a file of its run may have moved)
+    if fault := injected_fault({"environment": {"env_vars": os.environ}}):  # as run.json records it; input good
+        console.warning(f"a fault is injected on purpose, and this run's pages say so: {fault_words(fault)}")
     say_plan(plan, requested_dtype=config.dtype, grows=config.repeats == AUTO and not args.resume,
              auto=Auto(config.max_repeats, config.budget_s))  # fmt: skip
     if config.nnodes > 1:  # torchrun's rendezvous says nothing while it waits (up to its join timeout)

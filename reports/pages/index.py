@@ -13,6 +13,7 @@ import pandas as pd
 
 from harness.analysis.verdicts import compare as comparing
 from harness.analysis.verdicts import decide
+from harness.analysis.verdicts.environment import FAULT_VARIABLE, injected_fault
 from harness.perfmodel import network
 from reports import aggregate
 from reports.aggregate import machine_summary
@@ -109,10 +110,16 @@ def index_row(meta: dict[str, Any], configs: pd.DataFrame) -> dict[str, str]:
     index.json so that `ddpbench compare` can list a new comparison without reading every run again."""
     run_id = meta["run_id"]
     return {"run_id": str(run_id), "page": str(meta.get("page", run_id)), "started_at": str(meta.get("started_at")),
-            "fastest": run_headline(configs, meta), "machine": esc(machine_summary(meta, configs)),
+            "fastest": _fault_mark(meta) + run_headline(configs, meta), "machine": esc(machine_summary(meta, configs)),
             "strategies": esc(joined(configs.get("impl", []))), "status": status_text(meta, configs),
             "whatif": str(meta.get("whatif") or ""), "whatif_cluster": str(meta.get("whatif_cluster") or ""),
             "whatif_what": "" if meta.get("whatif_steps", True) else "its communication and memory"}  # fmt: skip
+
+
+def _fault_mark(meta: dict[str, Any]) -> str:
+    """The answer cell of a run with a fault injected on purpose, marked before its answer, which is the fault's."""
+    fault = injected_fault(meta)
+    return f'<span class="failed">fault injected ({esc(FAULT_VARIABLE)}={esc(fault)}):</span> ' if fault else ""
 
 
 def index_page(

@@ -235,3 +235,28 @@ def test_strategies_left_untaken_apart_for_one_reason_are_named_once_together():
         "naive: not taken apart: its own reason",
         f"stock: not taken apart: {ddp_reason}",
     ]
+
+
+def test_a_fault_set_is_said_at_the_start_and_marked_on_the_run_page_and_index(capsys, tmp_path, monkeypatch):
+    """A DDPBENCH_FAULT left set in CI made B2's 'fsdp leads … 3.44× faster than stock' with stock held back on
+    purpose, said only in the page's raw environment JSON: bench warns at its start, before any launch, and the run
+    page and the index's answer cell say the run had a fault injected."""
+    from harness.commands import bench as bench_command
+    from reports.pages import index
+    from reports.pages.run import run_page
+
+    monkeypatch.setenv("DDPBENCH_FAULT", "slow:impl=stock,world=2,ms=1500")
+
+    def started(plan, **_):
+        raise SystemExit(7)  # stop where the plan would be said: nothing launched
+
+    monkeypatch.setattr(bench_command, "say_plan", started)
+    with pytest.raises(SystemExit):
+        cli.main(["bench", "--impls", "stock", "--gpus", "2", "--results", str(tmp_path / "r")])
+    err = capsys.readouterr().err
+    assert err.startswith("ddpbench: warning: a fault is injected on purpose, and this run's pages say so: "
+                          "DDPBENCH_FAULT='slow:impl=stock,world=2,ms=1500' (docs/faults.md)"), err  # fmt: skip
+    meta = {"run_id": "b2", "environment": {"env_vars": {"DDPBENCH_FAULT": "slow:impl=stock,world=2,ms=1500"}}}
+    assert run_page.fault_alarm(meta).startswith('<p class="alarm">FAULT INJECTED on purpose: DDPBENCH_FAULT=')
+    assert index._fault_mark(meta).startswith('<span class="failed">fault injected (DDPBENCH_FAULT=slow:impl=stock')
+    assert index._fault_mark({"run_id": "a", "environment": {"env_vars": {}}}) == run_page.fault_alarm({}) == ""

@@ -355,3 +355,21 @@ def test_a_bad_memory_threshold_is_one_line_naming_the_flag(tmp_path, capsys):
     fake_run(tmp_path / "r", "new")
     code, out = compare(capsys, tmp_path / "r", "--memory-threshold", "0%")
     assert code == 2 and "--memory-threshold '0%' is not valid; give a percentage above 0%" in out.err
+
+
+def test_a_run_with_a_fault_injected_is_named_whichever_side_and_both(tmp_path, capsys):
+    """nightC → nightB2 said only 'environment variable DDPBENCH_FAULT differs: None vs …'; two runs with the same
+    fault said nothing at all, and a gate read the fault's 3.7× as the code's."""
+    fake_run(tmp_path / "r", "base")
+    fake_run(tmp_path / "r", "new")
+    for run_id in ("new", "base"):
+        path = tmp_path / "r" / run_id / "run.json"
+        meta = store.read_run_meta(path.parent)
+        meta["environment"]["env_vars"] = {"DDPBENCH_FAULT": "slow:impl=stock,world=2,ms=1500"}
+        store.write_json(path, meta)
+        _, out = compare(capsys, tmp_path / "r")
+        said = [line for line in out.err.splitlines() if "DDPBENCH_FAULT" in line]
+        assert said[-1] == ("ddpbench: warning: NEW (new) ran with a fault injected on purpose: DDPBENCH_FAULT='slow:"
+                            "impl=stock,world=2,ms=1500' (docs/faults.md): its times and verdicts are the fault's, "
+                            "not the code's"), out.err  # fmt: skip
+        assert len(said) == (1 if run_id == "new" else 2) and "differs" not in out.err, out.err

@@ -1,5 +1,6 @@
 """What two runs' environments differ in, said as `compare`'s warnings: provenance (GPU, driver, versions, the
-settings that change GPU numbers), environment variables, world sizes, steps and warm-up."""
+settings that change GPU numbers), environment variables, world sizes, steps and warm-up; a fault a run injected on
+purpose, which its pages and any comparison of it name."""
 
 from __future__ import annotations
 
@@ -15,6 +16,22 @@ ENVIRONMENT_KEYS = (
 
 UNJUDGED_ENV_VARS = ("MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RUN_ID")
 """Distributed environment variables that differ between any two launches and change no timing."""
+
+FAULT_VARIABLE = "DDPBENCH_FAULT"
+"""A fault injected on purpose (docs/faults.md): a rank held, killed, made to raise."""
+
+
+def injected_fault(meta: dict) -> str:
+    """'slow:impl=stock,world=2,ms=1500': the DDPBENCH_FAULT a run recorded in run.json, '' where none. A variable
+    left set in CI makes a run whose verdicts are the fault's: its console, pages and comparisons say so."""
+    variables = (meta.get("environment") or {}).get("env_vars") or {}
+    return str(variables.get(FAULT_VARIABLE) or "").strip()
+
+
+def fault_words(fault: str) -> str:
+    """ "DDPBENCH_FAULT='…' (docs/faults.md): its times and verdicts are the fault's, not the code's", as every place
+    that names an injected fault says it."""
+    return f"{FAULT_VARIABLE}={fault!r} (docs/faults.md): its times and verdicts are the fault's, not the code's"
 
 
 def _comparable(key: str, value):
@@ -40,9 +57,12 @@ def environment_differences(base_meta: dict, new_meta: dict) -> list[str]:
     base_vars, new_vars = base_env.get("env_vars") or {}, new_env.get("env_vars") or {}
     notes += [
         f"environment variable {name} differs: {base_vars.get(name)!r} vs {new_vars.get(name)!r}"
-        for name in sorted((set(base_vars) | set(new_vars)) - set(UNJUDGED_ENV_VARS))
+        for name in sorted((set(base_vars) | set(new_vars)) - {*UNJUDGED_ENV_VARS, FAULT_VARIABLE})
         if base_vars.get(name) != new_vars.get(name)
     ]
+    for which, meta in (("BASE", base_meta), ("NEW", new_meta)):  # said of each run, the same fault in both too
+        if fault := injected_fault(meta):
+            notes.append(f"{which} ({meta.get('run_id')}) ran with a fault injected on purpose: {fault_words(fault)}")
     worlds = [sorted({c["world_size"] for c in meta.get("configurations", [])}) for meta in (base_meta, new_meta)]
     if worlds[0] != worlds[1]:
         notes.append(f"world sizes differ: {worlds[0]} vs {worlds[1]}")

@@ -15,6 +15,7 @@ import pandas as pd
 
 from harness.analysis import roles, stats
 from harness.analysis.verdicts import compare as comparing
+from harness.analysis.verdicts.environment import fault_words, injected_fault
 from harness.results import contention, invocation, layout, store
 from harness.results.invocation import as_typed, resume_command
 from harness.results.values import counted, strategy_labels
@@ -84,6 +85,11 @@ def _comparison_links(comparisons: list[dict]) -> str:
     return f"<p>Compared (BASE → NEW): {', '.join(links)}.</p>" if links else ""
 
 
+def fault_alarm(meta: dict) -> str:
+    fault = injected_fault(meta)
+    return f'<p class="alarm">FAULT INJECTED on purpose: {esc(fault_words(fault))}.</p>' if fault else ""
+
+
 def header(run: RunData) -> str:
     meta, configs = run.meta, run.configs
     parts = [
@@ -104,6 +110,7 @@ def header(run: RunData) -> str:
             f"GPU{esc(aggregate.threads_each(meta))}. Its times show relative costs on this "
             "machine, not GPU performance.</p>"
         )
+    parts.append(fault_alarm(meta))  # a variable left set in CI: verdicts made up on purpose, never unmarked
     failed_parity = configs[configs["parity_ok"] == False]  # noqa: E712 (None means not judged)
     if not failed_parity.empty:
         names = ", ".join(esc(c) for c in failed_parity["config_id"])
