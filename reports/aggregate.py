@@ -33,6 +33,12 @@ def threads_each(meta: dict) -> str:
     return f" ({counted(int(threads), 'thread')} each)" if threads else ""
 
 
+def usable_cores(environment: dict) -> int | None:
+    """The cores a run's ranks could run on (run.json's usable_cpus: a taskset's or a container's share), or the
+    machine's where a run from before recorded only those (nightB ran under `taskset -c 0` and said 2)."""
+    return environment.get("usable_cpus") or environment.get("cpu_count")
+
+
 def labelled(configs: pd.DataFrame, *, workload: str | None = None, status: str | None = "ok") -> pd.DataFrame:
     """Configurations of one workload with `label` (strategy) and `config_label` (strategy · world)."""
     rows = configs

@@ -23,6 +23,7 @@ import pandas as pd
 
 from harness.analysis import roles
 from harness.analysis.gap import SMALL_PART
+from harness.results.values import counted
 
 NEGLIGIBLE = 0.05
 """A gap under this share of the baseline's step is no cost worth explaining."""
@@ -50,7 +51,7 @@ def largest_part(row: Any) -> str | None:
 def sentence(row: Any, run: pd.DataFrame | None = None, *, cores: int | None = None) -> str | None:
     """What `row`'s gap over the baseline is made of and what to try; None where it has no measured gap
     (world size 1, collectives not timed, no baseline). `run`: the run's rows (for what other strategies
-    of the same setup achieved); `cores`: the machine's CPU cores (where ranks share them)."""
+    of the same setup achieved); `cores`: the CPU cores its ranks could use (where they share them)."""
     gap, step = _get(row, "gap_ms"), _get(row, "step_ms_mean")
     if gap is None or step is None:
         return None
@@ -127,7 +128,7 @@ def _advice(column: str, row: Any, run: pd.DataFrame | None, *, cores: int | Non
     if column == "gap_slower_compute_ms":
         world, threads = int(row["world_size"]), _get(row, "threads_per_rank")
         if row.get("device") == "cpu" and cores and threads and world * threads >= cores:
-            return f"{world} ranks share {cores} CPU cores with the communication threads"
+            return f"{world} ranks share {counted(cores, 'CPU core')} with the communication threads"
         return "the strategy's hooks and copies into its buckets run inside the step"
     if column == "gap_rest_ms":
         return "outside compute and communication: copying buckets back, its optimizer wrapper"

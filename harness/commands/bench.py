@@ -312,6 +312,8 @@ def _drift_lines(configs) -> list[str]:
 
 
 def _why_lines(configs) -> list[str]:
+    from harness.config.ranks import available_cpus
+
     """The sentences of the configurations at the run's largest world size that have a measured gap, the
     slow rank where one was found, and which strategies' gaps could not be taken apart, and why."""
     from harness.analysis import why
@@ -320,7 +322,7 @@ def _why_lines(configs) -> list[str]:
     largest = ok[ok["world_size"] == ok["world_size"].max()] if not ok.empty else ok
     lines = []
     for _, row in why.typical_repeats(largest).iterrows():  # one per configuration, however many repeats
-        lines += why.lines(row, configs, cores=os.cpu_count())
+        lines += why.lines(row, configs, cores=available_cpus())  # a taskset's share, not the machine's
     untimed = largest[largest["gap_ms"].isna() & ~largest["baseline"].astype(bool) & largest["comm_note"].notna()]
     by_note: dict[str, list[str]] = {}  # stock and zero share DDP's reason, 330 characters: said once for both
     for impl, notes in untimed.groupby("impl")["comm_note"]:

@@ -19,6 +19,8 @@ from typing import Any
 
 import torch
 
+from harness.config.ranks import available_cpus
+
 PROJECT_ROOT = Path(__file__).resolve().parents[2]  # the checkout ddpbench runs from (harness/measure/env.py)
 LIBRARIES = ("torch", "torchvision", "transformers", "numpy", "pandas", "pyarrow", "plotly", "nvidia-ml-py", "scipy")
 ENV_PREFIXES = ("NCCL_", "TORCH_NCCL_", "TORCH_DISTRIBUTED", "GLOO_", "TORCHELASTIC_", "CUDA_")
@@ -290,6 +292,7 @@ def capture(command: list[str] | tuple[str, ...] | None = None, *, tf32: bool | 
         "python": sys.version.split()[0],
         "cpu_model": cpu_model(),
         "cpu_count": os.cpu_count(),
+        "usable_cpus": available_cpus(),  # what the ranks may run on: a taskset's or a container's share
         "torch_version": torch.__version__,
         "torch_cuda": torch.version.cuda,
         "nccl_version": nccl,

@@ -13,6 +13,7 @@ import pandas as pd
 from harness.analysis import drift, roles, stats, why
 from harness.results import contention
 from harness.results.values import counted
+from reports.aggregate import usable_cores
 from reports.pages.html import esc
 
 
@@ -231,7 +232,7 @@ def shared_devices(meta: dict[str, Any], configs: pd.DataFrame) -> list[str]:
             ]
         return []
     threads = int(meta.get("threads_per_rank") or 1)
-    cores = environment.get("cpu_count")
+    cores = usable_cores(environment)
     if cores and per_node * threads > cores:
         return [
             f"<b>Cores shared:</b> {counted(per_node, 'rank')} × {counted(threads, 'thread')} ran on "

@@ -18,6 +18,22 @@ def test_environment_names_software_host_devices_and_git_state():
     assert captured["libraries"]["torch"] and captured["libraries"]["pyarrow"]
 
 
+def test_the_cores_the_ranks_may_use_are_recorded_beside_the_machines(monkeypatch):
+    """nightB ran under `taskset -c 0` and its run.json said cpu_count 2: its page said '2 ranks share 2 CPU cores'
+    and compare, against a run on both cores, saw no difference. The cores the ranks could use are recorded, and
+    compare tells two runs apart by them."""
+    from harness.analysis.verdicts.environment import environment_differences
+    from reports.pages.run.run_page import environment_facts
+
+    monkeypatch.setattr(env, "available_cpus", lambda: 1)
+    captured = env.capture()
+    assert captured["usable_cpus"] == 1 and captured["cpu_count"] == __import__("os").cpu_count()
+    pinned, whole = ({"environment": {"cpu_count": 2, "usable_cpus": n, "cpu_model": "X"}} for n in (1, 2))
+    assert environment_differences(whole, pinned) == ["usable_cpus differs: 2 vs 1"]
+    assert dict(environment_facts(pinned))["CPU"] == "X (2 cores, 1 usable)"
+    assert dict(environment_facts(whole))["CPU"] == "X (2 cores)"
+
+
 def test_the_git_state_is_that_of_ddpbench_own_checkout_not_the_working_directory(tmp_path, monkeypatch):
     inside_git = subprocess.run(
         ["git", "-C", str(env.PROJECT_ROOT), "rev-parse", "HEAD"], capture_output=True, text=True

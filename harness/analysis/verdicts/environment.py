@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 ENVIRONMENT_KEYS = (
-    "gpu_name", "driver_version", "torch_version", "nccl_version", "cpu_model", "hostname",
+    "gpu_name", "driver_version", "torch_version", "nccl_version", "cpu_model", "hostname", "usable_cpus",
     # What changes GPU numbers without changing the code (a run from before they were recorded: "not recorded").
     "float32_matmul_precision", "tf32_matmul", "tf32_cudnn", "cudnn_benchmark", "cudnn_deterministic",
     "cudnn_enabled", "allocator_conf", "gpu_clocks", "gpu_power_limit_w", "gpu_ecc", "gpu_mig",

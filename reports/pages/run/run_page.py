@@ -20,7 +20,7 @@ from harness.results import contention, invocation, layout, store
 from harness.results.invocation import as_typed, resume_command
 from harness.results.values import counted, strategy_labels
 from reports import aggregate
-from reports.aggregate import RunData, machine_summary, precision
+from reports.aggregate import RunData, machine_summary, precision, usable_cores
 from reports.pages import alerts, answer
 from reports.pages.html import FigureList, esc, facts_table, format_number, name_html, page, reproduce_html, table
 from reports.pages.run import takeaways
@@ -193,13 +193,14 @@ def environment_facts(meta: dict[str, Any], configs: pd.DataFrame | None = None)
     environment = meta.get("environment", {})
     gpus = environment.get("gpus") or []
     cpu = environment.get("cpu_model")
-    cores = environment.get("cpu_count")
+    cores, usable = environment.get("cpu_count"), usable_cores(environment)
+    usable_said = f", {usable} usable" if usable != cores else ""  # a taskset's or a container's share
     facts = [
         ("device, backend", ", ".join(_known(meta.get("device"), meta.get("backend")))),
         ("precision", precision(configs) if configs is not None else ""),
         ("threads per rank", ", ".join(_known(meta.get("threads_per_rank")))),
         ("host", ", ".join(_known(environment.get("hostname")))),
-        ("CPU", " ".join(_known(cpu, f"({cores} cores)" if cores else None))),
+        ("CPU", " ".join(_known(cpu, f"({cores} cores{usable_said})" if cores else None))),
         ("GPUs", ", ".join(f"{g.get('index')}: {g.get('name')}{gib_suffix(g.get('memory_mb'))}" for g in gpus)
                  or ("none" if meta.get("device") == "cpu" else "")),
         ("GPU software", ", ".join(f"{name} {environment[key]}" for key, name in GPU_SOFTWARE.items()

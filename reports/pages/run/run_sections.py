@@ -15,7 +15,7 @@ from harness.analysis import roles, stats, why
 from harness.analysis.verdicts import sweep
 from harness.results.values import options_words, strategy_label
 from reports import aggregate
-from reports.aggregate import RunData, world_sizes
+from reports.aggregate import RunData, usable_cores, world_sizes
 from reports.figures import gap as gapfigures
 from reports.figures import memory as memory_figures
 from reports.figures import steps as stepfigures
@@ -200,7 +200,7 @@ def why_slower(run: RunData, workload: str, figs: FigureList) -> list[str]:
     figure = gapfigures.gap_breakdown(aggregate.with_labels(rows), workload=workload)
     if figure is None:
         return []
-    cores = (run.meta.get("environment") or {}).get("cpu_count")
+    cores = usable_cores(run.meta.get("environment") or {})
     same = run.configs[run.configs["workload"] == workload]
     said = [line for _, row in rows.sort_values("config_id").iterrows() for line in why.lines(row, same, cores=cores)]
     items = "".join(f"<li>{esc(line)}</li>" for line in said)
