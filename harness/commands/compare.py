@@ -91,7 +91,7 @@ def _compare(
     environment += [*_not_alone(base_run, "BASE"), *_not_alone(new_run, "NEW")]
     environment += [*_unfinished(base_run, "BASE"), *_unfinished(new_run, "NEW")]
     failed, missing = compare.without_counterpart(base_run, new_run, across_strategies=across)
-    for warning in [*environment, *not_compared, *_shortened(missing), *failed]:
+    for warning in [*environment, *not_compared, *_shortened(missing), *failed, *_added(base_run, new_run, across)]:
         console.warning(warning)
     compared.comparison(frame, threshold=threshold)
     compared.memory_regressions(frame)
@@ -176,6 +176,18 @@ def _keep(results: Path, base: str, new: str, frame, judged: dict, **page) -> Pa
     rows = json.loads(frame.to_json(orient="records")) if not frame.empty else []
     store.write_json(path, {"base": base, "new": new, "judged": judged, "rows": rows, **page})
     return path
+
+
+def _added(base_run: Path, new_run: Path, across_strategies: bool) -> list[str]:
+    """'NEW adds 2 configurations BASE has no ok result for, not judged: …': what NEW measured beyond BASE, in one
+    line (no gate's concern: nothing to be slower than, said so that it is not read as judged)."""
+    from harness.analysis.verdicts import compare
+    from harness.results.values import counted
+
+    added = compare.only_in_new(base_run, new_run, across_strategies=across_strategies)
+    more = f" and {len(added) - SHOWN_MISSING} more" if len(added) > SHOWN_MISSING else ""
+    return [f"NEW adds {counted(len(added), 'configuration')} BASE has no ok result for, not judged: "
+            f"{', '.join(added[:SHOWN_MISSING])}{more}"] if added else []  # fmt: skip
 
 
 def _shortened(lines: list[str]) -> list[str]:

@@ -373,3 +373,19 @@ def test_a_run_with_a_fault_injected_is_named_whichever_side_and_both(tmp_path, 
                             "impl=stock,world=2,ms=1500' (docs/faults.md): its times and verdicts are the fault's, "
                             "not the code's"), out.err  # fmt: skip
         assert len(said) == (1 if run_id == "new" else 2) and "differs" not in out.err, out.err
+
+
+def test_a_configuration_only_in_new_is_named_in_one_line(tmp_path, capsys):
+    """compare nightD nightA: fsdp ran in NEW only and nothing said so (without_counterpart walks BASE only)."""
+    fake_run(tmp_path / "r", "base")
+    fake_run(tmp_path / "r", "new")
+    steps = [{"run_id": "new", "config_id": "f", "rank": r, "step": s, "warmup": False, "step_ms": 90.0 + s}
+             for r in range(2) for s in range(10)]  # fmt: skip
+    store.write_configuration(tmp_path / "r" / "new", "f", {"run_id": "new", "config_id": "f", **KEYS, "impl": "fsdp",
+                              "dtype": "fp32", "status": "ok", "repeat": 0, "error": None}, steps)  # fmt: skip
+    _, out = compare(capsys, tmp_path / "r")
+    assert ("ddpbench: warning: NEW adds 1 configuration BASE has no ok result for, not judged: w2 mlp/tiny fsdp\n"
+            in out.err), out.err  # fmt: skip
+    fake_run(tmp_path / "s", "base")
+    fake_run(tmp_path / "s", "new")
+    assert "NEW adds" not in compare(capsys, tmp_path / "s")[1].err

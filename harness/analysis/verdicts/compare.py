@@ -233,6 +233,24 @@ def without_counterpart(base_run: Path, new_run: Path, *, across_strategies: boo
     return failed, missing
 
 
+def only_in_new(base_run: Path, new_run: Path, *, across_strategies: bool = False) -> list[str]:
+    """'w2 gpt2/small fsdp': NEW's ok configurations that BASE has no ok result to judge against (its stand-in
+    counted): `without_counterpart` walks BASE only, and a strategy NEW adds went unmentioned."""
+    keys = match_keys(across_strategies=across_strategies)
+    base = _configs(base_run, across_strategies=across_strategies)
+    new = _configs(new_run, across_strategies=across_strategies)
+    if new.empty:
+        return []
+    stand_ins = _stand_ins(base_run, new_run, keys)
+    held = base[base["status"] == "ok"] if not base.empty else base
+    covered = (
+        {stand_ins.get(_plain(k), _plain(k)) for k in held.groupby(keys, dropna=False).groups} if len(held) else set()
+    )
+    return [_label({**dict(zip(keys, key, strict=True)), "impl": group["impl"].iloc[0]})
+            for key, group in new[new["status"] == "ok"].groupby(keys, dropna=False)
+            if _plain(key) not in covered]  # fmt: skip
+
+
 def setup_words(keys: dict) -> str:
     """'mlp/tiny fp32 sgd batch 8': a setup as the console and the pages name it."""
     batch = keys.get("batch_size")
