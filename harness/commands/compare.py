@@ -114,10 +114,11 @@ def _compare(
     kept = _keep(base_run.parent, base_run.name, new_run.name, frame, judged, **said)  # beside BASE, as given
     listed = refresh_index(args.out)
     name = compare.comparison_name(base_run.name, new_run.name)  # as the page and the index name it
-    console.say(
-        f"compare {name}: {counted(judged['matched'], 'configuration')} matched, {judged['slower']} significantly "
-        f"slower, {judged['too_few']} with too few repeats to tell, {judged['not_compared']} not compared (a "
-        f"setting differs), {judged['failed']} failed in NEW, {judged['missing']} with no ok result in NEW"
+    console.say(  # the matched counts add up to them (nightC → nightB2's left its 2 faster out)
+        f"compare {name}: {counted(judged['matched'], 'configuration')} matched ({judged['slower']} significantly "
+        f"slower, {judged['faster']} faster, {judged['unchanged']} with no significant change, {judged['too_few']} "
+        f"with too few repeats to tell); {judged['not_compared']} not compared (a setting differs), "
+        f"{judged['failed']} failed in NEW, {judged['missing']} with no ok result in NEW"
     )
     # where it is: the page (and the site listing it), and the copy beside BASE that `ddpbench report` builds again
     # into the site it makes, linked from both runs' pages (docs/usage.md): said apart, a CI log's line stays short
@@ -182,7 +183,6 @@ def _added(base_run: Path, new_run: Path, across_strategies: bool) -> list[str]:
     """'NEW adds 2 configurations BASE has no ok result for, not judged: …': what NEW measured beyond BASE, in one
     line (no gate's concern: nothing to be slower than, said so that it is not read as judged)."""
     from harness.analysis.verdicts import compare
-    from harness.results.values import counted
 
     added = compare.only_in_new(base_run, new_run, across_strategies=across_strategies)
     more = f" and {len(added) - SHOWN_MISSING} more" if len(added) > SHOWN_MISSING else ""

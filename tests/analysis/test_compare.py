@@ -146,7 +146,8 @@ def test_one_repeat_a_run_is_too_few_to_tell_even_for_a_large_slowdown_and_exits
     synthetic_run(tmp_path / "r", "b", mean_ms=150, seed=2, repeats=1)
     code, out = run_compare(capsys, tmp_path / "r", "a", "b")
     assert code == 3 and ": too few repeats to tell (have 1, need about " in out.out
-    assert "1 with too few repeats to tell" in out.out and "no significant change" not in out.out
+    assert "0 with no significant change, 1 with too few repeats to tell" in out.out
+    assert ": no significant change" not in out.out  # no verdict line says it
     page = (tmp_path / "site" / "compare" / "a_vs_b.html").read_text()
     assert "too few repeats to tell" in page
 
@@ -218,7 +219,10 @@ def test_runs_with_different_threads_per_rank_are_not_judged_as_one_configuratio
     code, out = run_compare(capsys, tmp_path / "r", "a", "b")
     assert code == 3 and ", ratio " not in out.out and ": slower" not in out.out
     assert "warning: w2 mlp/tiny stock: not compared, a different measurement: threads_per_rank 1 vs 2" in out.err
-    assert "0 configurations matched, 0 significantly slower, 0 with too few repeats to tell, 1 not compared" in out.out
+    assert (
+        "0 configurations matched (0 significantly slower, 0 faster, 0 with no significant change, 0 with too few "
+        "repeats to tell); 1 not compared" in out.out
+    )
     assert "threads_per_rank 1 vs 2" in (tmp_path / "site" / "compare" / "a_vs_b.html").read_text()
 
 
@@ -318,7 +322,7 @@ def test_a_configuration_with_a_null_number_among_its_keys_is_still_judged(tmp_p
     synthetic_run(tmp_path / "r", "a", mean_ms=100, seed=1, settings={"nnodes": None})
     synthetic_run(tmp_path / "r", "b", mean_ms=130, seed=2, settings={"nnodes": None})
     code, out = run_compare(capsys, tmp_path / "r", "a", "b")
-    assert code == 1 and "1 configuration matched, 1 significantly slower" in out.out
+    assert code == 1 and "1 configuration matched (1 significantly slower" in out.out
 
 
 def test_across_strategies_refuses_a_run_of_several_option_settings_rather_than_pool_them(tmp_path, capsys):

@@ -72,7 +72,7 @@ def test_one_failed_repeat_in_new_fails_the_gate_even_when_the_rest_match(tmp_pa
     fake_run(tmp_path / "r", "new", statuses=("ok", "ok", "failed"))
     code, out = compare(capsys, tmp_path / "r")
     assert code == 1, out
-    assert "1 configuration matched, 0 significantly slower" in out.out and "1 failed in NEW" in out.out
+    assert "1 configuration matched (0 significantly slower" in out.out and "1 failed in NEW" in out.out
 
 
 def test_a_base_without_any_ok_configuration_is_no_evidence(tmp_path, capsys):
@@ -389,3 +389,13 @@ def test_a_configuration_only_in_new_is_named_in_one_line(tmp_path, capsys):
     fake_run(tmp_path / "s", "base")
     fake_run(tmp_path / "s", "new")
     assert "NEW adds" not in compare(capsys, tmp_path / "s")[1].err
+
+
+def test_the_count_line_adds_up_to_the_configurations_matched(tmp_path, capsys):
+    """'6 configuration(s) matched, 0 significantly slower, 4 with too few repeats to tell, …' left the 2 faster
+    out: the matched counts now add up."""
+    fake_run(tmp_path / "r", "base")
+    fake_run(tmp_path / "r", "new", mean_ms=50.0)
+    code, out = compare(capsys, tmp_path / "r")
+    assert code == 0 and ("1 configuration matched (0 significantly slower, 1 faster, 0 with no significant change, "
+                          "0 with too few repeats to tell); 0 not compared") in out.out, out.out  # fmt: skip
