@@ -150,7 +150,11 @@ def comparison_page(base: str, new: str, frame: pd.DataFrame, judged: dict, *, e
         f"<p>BASE {esc(base)}, NEW {esc(new)}: did NEW get slower than BASE?</p>",
         f'<p class="{OUTCOME_CLASS.get(judged["outcome"], "headline")}">{esc(_capitalised(judged["sentence"]))}'
         f"{esc(' (exit ' + str(judged['exit_code']) + ')') if 'exit_code' in judged else ''}.</p>",
-        "".join(f"<p>{esc(run)} ran <code>{esc(line)}</code></p>" for run, line in (commands or {}).items() if line),
+        "".join(
+            f"<p>{role} {esc(run)} ran <code>{esc(line)}</code></p>"
+            for role, run in (("BASE", base), ("NEW", new))
+            if (line := (commands or {}).get(run))
+        ),  # BASE first, named: a kept comparison's keys come back sorted
         f"<p>Ratio = new / base step time: per repeat the median step (slowest rank per step), then the "
         f"geometric mean over repeats. A configuration is <b>slower</b> or <b>faster</b> only when the "
         f"{comparing.interval_level(frame)} interval of the ratio (Welch's t over repeats"

@@ -399,3 +399,16 @@ def test_the_count_line_adds_up_to_the_configurations_matched(tmp_path, capsys):
     code, out = compare(capsys, tmp_path / "r")
     assert code == 0 and ("1 configuration matched (0 significantly slower, 1 faster, 0 with no significant change, "
                           "0 with too few repeats to tell); 0 not compared") in out.out, out.out  # fmt: skip
+
+
+def test_the_page_names_base_s_command_first_and_labels_both():
+    """Rebuilt from the kept JSON (keys sorted), nightC → nightB2's page gave nightB2's command first, unlabelled."""
+    import pandas as pd
+
+    from reports.pages.compare import comparison_page
+
+    judged = {"outcome": "cannot tell", "sentence": "cannot tell: no configuration was judged"}
+    text = comparison_page("nightC", "nightB2", pd.DataFrame(), judged, environment=[], not_judged=[], threshold=0.05,
+                           commands={"nightB2": "ddpbench bench --run-id B2", "nightC": "ddpbench bench"})  # fmt: skip
+    base, new = text.index("<p>BASE nightC ran <code>ddpbench bench</code>"), text.index("<p>NEW nightB2 ran <code>")
+    assert base < new
