@@ -412,3 +412,19 @@ def test_the_page_names_base_s_command_first_and_labels_both():
                            commands={"nightB2": "ddpbench bench --run-id B2", "nightC": "ddpbench bench"})  # fmt: skip
     base, new = text.index("<p>BASE nightC ran <code>ddpbench bench</code>"), text.index("<p>NEW nightB2 ran <code>")
     assert base < new
+
+
+def test_a_configuration_a_run_still_going_has_not_reached_is_not_yet_run(tmp_path, capsys):
+    """Against a run still going, fsdp planned but not yet launched read 'no ok result in NEW (not in NEW)'."""
+    fake_run(tmp_path / "r", "base")
+    fake_run(tmp_path / "r", "new")
+    steps = [{"run_id": "base", "config_id": "f", "rank": r, "step": s, "warmup": False, "step_ms": 90.0 + s}
+             for r in range(2) for s in range(10)]  # fmt: skip
+    store.write_configuration(tmp_path / "r" / "base", "f", {"run_id": "base", "config_id": "f", **KEYS,
+                              "impl": "fsdp", "dtype": "fp32", "status": "ok", "repeat": 0, "error": None},
+                              steps)  # fmt: skip
+    (tmp_path / "r" / "new" / "summary.json").unlink()
+    _, out = compare(capsys, tmp_path / "r")
+    assert "w2 mlp/tiny fsdp: not compared, no ok result in NEW (not yet run)" in out.err, out.err
+    store.write_json(tmp_path / "r" / "new" / "summary.json", {"complete": True})  # at its end: never, not yet
+    assert "w2 mlp/tiny fsdp: not compared, no ok result in NEW (not in NEW)" in compare(capsys, tmp_path / "r")[1].err

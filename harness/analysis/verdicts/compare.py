@@ -23,6 +23,7 @@ from harness.analysis.verdicts import memory_compare
 from harness.analysis.verdicts.environment import environment_differences
 from harness.config.bench import ConfigError
 from harness.results import store
+from harness.results.layout import SUMMARY_JSON
 from harness.results.values import counted, settings_words, strategy_label, timed_by_hook
 
 MATCH_KEYS = ("impl", "impl_options", "workload", "size", "world_size", "nnodes", "batch_size", "dtype", "optimizer",
@@ -229,6 +230,8 @@ def without_counterpart(base_run: Path, new_run: Path, *, across_strategies: boo
         elif not (statuses == "ok").any():
             why = (_nearest_in_new(_plain(key), list(new_groups), keys) if counterpart is None
                    else f"{', '.join(sorted(set(statuses)))} in NEW")  # fmt: skip
+            if why == "not in NEW" and not (new_run / SUMMARY_JSON).exists():  # a run still going: not yet, not never
+                why = "not yet run"
             missing.append(f"{label}: not compared, no ok result in NEW ({why})")
     return failed, missing
 
