@@ -173,17 +173,29 @@ def comparisons_index(comparisons: list[dict[str, Any]]) -> str:
     if not comparisons:
         return ""
     rows = [[f'<a href="{esc(c["href"])}">{esc(comparing.comparison_name(c["base"], c["new"]))}</a>',
-             _outcome_cell(c), *(esc(c.get(key, pooled.MISSING)) for key in COMPARISON_COUNTS)]
+             _outcome_cell(c), *(esc(c.get(key, pooled.MISSING)) for key in COMPARISON_COUNTS), _not_judged_cell(c)]
             for c in comparisons]  # fmt: skip
     return (
         "<h2>Comparisons</h2><p><code>ddpbench compare BASE NEW</code> pages, each named BASE → NEW (slower: "
         "NEW's step longer than BASE's).</p>"
     ) + table(
-        ["comparison (BASE → NEW)", "outcome", "configurations matched", "slower", "faster", "too few repeats"], rows
-    )
+        ["comparison (BASE → NEW)", "outcome", "configurations matched", "slower", "faster", "no significant change",
+         "too few repeats", "not judged"], rows,
+    )  # fmt: skip
 
 
-COMPARISON_COUNTS = ("matched", "slower", "faster", "too_few")
+COMPARISON_COUNTS = ("matched", "slower", "faster", "unchanged", "too_few")
+NOT_JUDGED = {"failed": "failed in NEW", "not_compared": "not compared (a setting differs)",
+              "missing": "no ok result in NEW"}  # fmt: skip
+"""BASE's configurations without a verdict, as compare's count line names them: the index once left them out."""
+
+
+def _not_judged_cell(comparison: dict[str, Any]) -> str:
+    """'1 failed in NEW, 2 no ok result in NEW', '0', or '—' for a comparison kept before the counts were."""
+    if not all(key in comparison for key in NOT_JUDGED):
+        return pooled.MISSING
+    said = ", ".join(f"{comparison[key]} {words}" for key, words in NOT_JUDGED.items() if comparison[key])
+    return f'<span class="failed">{esc(said)}</span>' if comparison["failed"] else esc(said or "0")
 
 
 def _outcome_cell(comparison: dict[str, Any]) -> str:

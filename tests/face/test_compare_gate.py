@@ -428,3 +428,18 @@ def test_a_configuration_a_run_still_going_has_not_reached_is_not_yet_run(tmp_pa
     assert "w2 mlp/tiny fsdp: not compared, no ok result in NEW (not yet run)" in out.err, out.err
     store.write_json(tmp_path / "r" / "new" / "summary.json", {"complete": True})  # at its end: never, not yet
     assert "w2 mlp/tiny fsdp: not compared, no ok result in NEW (not in NEW)" in compare(capsys, tmp_path / "r")[1].err
+
+
+def test_the_index_lists_each_comparisons_unchanged_and_not_judged_counts():
+    """docs/output.md promised the index the counts not judged; its table gave matched, slower, faster, too few."""
+    from reports.pages.index import comparisons_index
+
+    kept = {"href": "compare/a_vs_b.html", "base": "a", "new": "b", "outcome": "slower", "matched": 3, "slower": 0,
+            "faster": 1, "unchanged": 2, "too_few": 0, "not_compared": 0, "failed": 1, "missing": 2}  # fmt: skip
+    cells = (
+        '<td>3</td><td>0</td><td>1</td><td>2</td><td>0</td><td><span class="failed">1 failed in NEW, 2 no ok '
+        "result in NEW</span></td>"
+    )  # matched, slower, faster, no change, too few, not judged
+    assert cells in comparisons_index([kept]) and "<th>no significant change</th>" in comparisons_index([kept])
+    older = {key: kept[key] for key in ("href", "base", "new", "outcome", "matched", "slower", "faster", "too_few")}
+    assert comparisons_index([older]).count("—") == 2  # kept before the counts were: unknown, not 0
