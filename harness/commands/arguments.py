@@ -126,8 +126,9 @@ COMPARE_EPILOG = (
     textwrap.fill(
         "exit codes: 0 every ok configuration of BASE matched and none slower; 1 some significantly slower, or with "
         "its peak memory per rank significantly beyond --memory-threshold (GPU: peak reserved; CPU: peak RSS), or "
-        "failed in NEW where BASE measured it; 2 bad input; 3 none slower, but the evidence is short: too few "
-        "repeats to tell, a setting differs, no ok result in NEW, or nothing matched at all; 4 compare itself could "
+        "failed in NEW where BASE measured it; 2 bad input (two runs of different models too); 3 none slower, but "
+        "the evidence is short: too few repeats to tell, a setting differs, no ok result in NEW, or nothing matched "
+        "at all; 4 compare itself could "
         "not finish. Runs meant to be compared: bench --repeats 5 or more (five decide 5% for one configuration when "
         "launches agree within about 2.5%; a gate of many asks more of each, and 'need about M' says how many). "
         "--repeats auto decides a run's own verdicts, and runs a world size with none to decide (one rank) twice. "

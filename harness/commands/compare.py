@@ -33,6 +33,7 @@ def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
     if runs[0].resolve() == runs[1].resolve():  # every ratio 1 by construction: a gate would pass on nothing
         raise ConfigError(f"BASE and NEW are the same run {runs[0].name!r}; compare judges two separate runs")
     check_output_folder("--out", args.out)
+    check_one_model(*runs)
     try:
         return _compare(args, *runs, threshold=threshold, memory_threshold=memory_threshold)
     except ConfigError:
@@ -41,6 +42,24 @@ def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
         said = (str(exc).splitlines() or [""])[0][:300]
         console.error(f"compare could not finish ({type(exc).__name__}: {said}); exit {EXIT_CRASHED}, no verdict")
         return EXIT_CRASHED
+
+
+def check_one_model(base_run: Path, new_run: Path) -> None:
+    """Two runs of different models (workload or size), no configuration of which could match: bad input (exit 2,
+    nothing written), where it was exit 3 and a page. NEW's planned configurations count (a run still going, or one
+    whose model failed: a failure, judged); a BASE without an ok configuration, or a NEW with nothing yet, is not
+    refused: the gate's 'no evidence' says so."""
+    from harness.results import store
+
+    planned = store.read_run_meta(new_run).get("configurations") or []
+    new = [*planned, *store.read_configs(new_run).to_dict("records")]
+    setups = [{(row.get("workload"), row.get("size")) for row in rows if row.get("workload")}
+              for rows in (_ok_configs(base_run).to_dict("records"), new)]  # fmt: skip
+    if setups[0] and setups[1] and not setups[0] & setups[1]:
+        said = [", ".join(sorted(f"{w}/{z}" for w, z in setup)) for setup in setups]
+        raise ConfigError(f"BASE {base_run.name!r} measured {said[0]} and NEW {new_run.name!r} {said[1]}: no "
+                          f"configuration can match; give a NEW run of {said[0]} (compare judges two runs of one "
+                          "model: the same workload and size)")  # fmt: skip
 
 
 def parse_threshold(text: str, *, flag: str = "--threshold") -> float:

@@ -443,3 +443,17 @@ def test_the_index_lists_each_comparisons_unchanged_and_not_judged_counts():
     assert cells in comparisons_index([kept]) and "<th>no significant change</th>" in comparisons_index([kept])
     older = {key: kept[key] for key in ("href", "base", "new", "outcome", "matched", "slower", "faster", "too_few")}
     assert comparisons_index([older]).count("—") == 2  # kept before the counts were: unknown, not 0
+
+
+def test_runs_of_two_models_are_refused_in_one_line_and_nothing_written(tmp_path, capsys):
+    """nightA (gpt2/small) against mlpX (mlp/tiny) exited 3 and wrote a page: nothing could ever match, which is bad
+    input. Where NEW also ran the model, or only another dtype, today's verdicts stand (the dtype test above)."""
+    fake_run(tmp_path / "r", "base")
+    fake_run(tmp_path / "r", "new")
+    for part in (tmp_path / "r" / "new" / "configs").glob("*.parquet"):
+        pq.write_table(pq.read_table(part).drop(["workload"]).append_column("workload", pa.array(["bert"])), part)
+    code, out = compare(capsys, tmp_path / "r")
+    assert code == 2 and out.err == ("ddpbench: error: BASE 'base' measured mlp/tiny and NEW 'new' bert/tiny: no "
+                                     "configuration can match; give a NEW run of mlp/tiny (compare judges two runs of "
+                                     "one model: the same workload and size)\n"), out.err  # fmt: skip
+    assert not (tmp_path / "site").exists() and not (tmp_path / "r" / "comparisons").exists()
