@@ -17,7 +17,7 @@ import pandas as pd
 from harness.analysis import optimizer_lead, stats, why
 from harness.analysis.verdicts import sweep
 from harness.results.dictionary.columns import PHASE_COLUMNS as PHASES  # the step phases, as steps/ names them
-from harness.results.values import counted, strategy_label, strategy_labels
+from harness.results.values import counted, strategy_labels
 
 MAX_SERIES_POINTS = 400  # per configuration and trace: enough to see warm-up and drift
 
@@ -258,10 +258,7 @@ def sweep_rows(configs: pd.DataFrame, *, workload: str) -> pd.DataFrame:
     """The ok configurations of strategies that sweep bucket_cap_mb, with their strategy (cap left out)."""
     rows = labelled(configs, workload=workload).dropna(subset=["bucket_cap_mb"])
     rows["bucket_cap_mb"] = sweep.swept_cap(rows)  # 0.05 as given, not DDP's whole bytes
-    rows["strategy"] = [
-        strategy_label(i, o, without=("bucket_cap_mb",))
-        for i, o in zip(rows["impl"], rows["impl_options"], strict=True)
-    ]
+    rows["strategy"] = strategy_labels(rows, without=("bucket_cap_mb",))
     swept = rows.groupby("strategy")["bucket_cap_mb"].transform("nunique") > 1
     return rows[swept].sort_values(["strategy", "world_size", "bucket_cap_mb"])
 

@@ -14,7 +14,7 @@ import pandas as pd
 
 import impls
 from harness.protocols import ROLES, roles_of
-from harness.results.values import options_of, strategy_label
+from harness.results.values import configuration_label, options_of
 
 
 def declared(impl: str) -> dict[str, bool | str]:
@@ -173,7 +173,7 @@ def _setup(key: tuple, *skipped: int) -> tuple:  # a key without its strategy's 
 def paired_words(base_key: tuple, new_key: tuple, keys: list[str]) -> str:
     """'stock (as shipped) -> stock bucket_cap_mb=25, its stand-in': BASE's configuration, then NEW's."""
     i, o = keys.index("impl"), keys.index("impl_options")
-    return " -> ".join(strategy_label(k[i], k[o]) + (", its stand-in" if beyond_defaults(k[i], k[o])
+    return " -> ".join(configuration_label(k[i], k[o]) + (", its stand-in" if beyond_defaults(k[i], k[o])
                        else " (as shipped)") for k in (base_key, new_key))  # fmt: skip
 
 

@@ -110,10 +110,9 @@ def _share(value: float, gap: float, shares: bool) -> str:
 
 
 def _strategy(row: Any) -> str:
-    from harness.results.values import options_words
+    from harness.results.values import configuration_label
 
-    words = options_words(_get(row, "impl_options"))
-    return f"{row['impl']} {words}" if words else str(row["impl"])
+    return configuration_label(str(row["impl"]), _get(row, "impl_options"))
 
 
 def _advice(column: str, row: Any, run: pd.DataFrame | None, *, cores: int | None) -> str:

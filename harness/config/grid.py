@@ -15,7 +15,7 @@ from harness.config.precision import resolve_dtype
 from harness.config.workload_grid import workload_choices
 from harness.protocols import ConfigError
 from harness.results.layout import safe_name
-from harness.results.values import options_words
+from harness.results.values import configuration_label
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -93,8 +93,7 @@ class Configuration:
         return float(value) if value is not None else None
 
     def label(self) -> str:
-        opts = options_words(self.impl_options)  # 'bucket_cap_mb=1', as every report writes it
-        return f"w{self.world_size} {self.workload}/{self.size} {self.impl}" + (f" {opts}" if opts else "")
+        return f"w{self.world_size} {self.workload}/{self.size} {configuration_label(self.impl, self.impl_options)}"
 
     def to_json(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)

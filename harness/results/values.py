@@ -66,9 +66,42 @@ def strategy_label(impl: str, impl_options: str | None, *, without: tuple[str, .
     return f"{impl} {shown}" if shown else impl
 
 
-def strategy_labels(rows) -> list[str]:
-    """Each row's strategy_label (its repeat not named)."""
-    return [strategy_label(i, o) for i, o in zip(rows["impl"], rows["impl_options"], strict=True)]
+def configuration_label(impl: str, impl_options: Any, *, without: tuple[str, ...] = ()) -> str:
+    """'stock comm_hook=fp16': what names a configuration for a user, everywhere: its strategy and the options it sets
+    away from the strategy as shipped (an explicit bucket_cap_mb among them: it changes the layout), not the defaults
+    a sweep spelt out (`impls.beyond_defaults`). configuration_labels keeps an option where two would read alike."""
+    import impls  # the registry's defaults, read where a name is made
+
+    return strategy_label(impl, impls.beyond_defaults(impl, options_of(impl_options)), without=without)
+
+
+def configuration_labels(impl_names, impl_options, *, without: tuple[str, ...] = ()) -> list[str]:
+    """Each configuration's configuration_label, as one table names them: where configurations that asked
+    different options would read alike (one spelt out a default the other left), each keeps the options that
+    differ among them, so no two read alike."""
+    pairs = list(zip(impl_names, impl_options, strict=True))
+    short = [configuration_label(i, o, without=without) for i, o in pairs]
+    alike: dict[str, dict[str, dict]] = {}
+    for label, (_, options) in zip(short, pairs, strict=True):
+        asked = options_of(options)
+        alike.setdefault(label, {})[json.dumps(asked, sort_keys=True, default=str)] = asked
+    names = []
+    for label, (impl, options) in zip(short, pairs, strict=True):
+        group, asked = list(alike[label].values()), options_of(options)
+        differing = {k for d in group for k in d if any(k not in e or e[k] != d[k] for e in group)}
+        if len(group) < 2 or not differing & set(asked):
+            names.append(label)
+            continue
+        import impls
+
+        shown = {**impls.beyond_defaults(impl, asked), **{k: asked[k] for k in differing & set(asked)}}
+        names.append(strategy_label(impl, shown, without=without))
+    return names
+
+
+def strategy_labels(rows, *, without: tuple[str, ...] = ()) -> list[str]:
+    """Each row's name in a table of them (configuration_labels; its repeat not named)."""
+    return configuration_labels(rows["impl"], rows["impl_options"], without=without)
 
 
 def to_arrow(value: Any, type_: pa.DataType) -> Any:

@@ -11,7 +11,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from harness.analysis import agreement, roles
-from harness.results.values import strategy_label
+from harness.results.values import strategy_labels
 from reports.aggregate import labelled, world_label
 from reports.figures.style import PALETTE, new_figure, styled, value_text
 
@@ -80,8 +80,7 @@ def without_floor(configs: pd.DataFrame, floor: pd.DataFrame, *, workload: str) 
     baseline) that have no floor row, so step_vs_floor does not draw them (one name per strategy and world size)."""
     rows = labelled(configs, workload=workload)
     rows = rows[(rows["world_size"] > 1) & ~roles.is_baseline(rows) & ~rows["config_id"].isin(floor["config_id"])]
-    names = (f"{strategy_label(i, o)} · w{int(w)}" for i, o, w in zip(rows["impl"], rows["impl_options"],
-                                                                       rows["world_size"], strict=True))  # fmt: skip
+    names = (f"{label} · w{int(w)}" for label, w in zip(strategy_labels(rows), rows["world_size"], strict=True))
     return list(dict.fromkeys(names))
 
 

@@ -14,7 +14,7 @@ import pandas as pd
 
 from harness.analysis import drift, stats
 from harness.analysis.verdicts import decide, layouts, sweep
-from harness.results.values import strategy_label
+from harness.results.values import configuration_label
 from reports.pages.html import esc, table
 
 SIGNIFICANT, NOT_SIGNIFICANT, TOO_FEW = "significant", "not significant", stats.TOO_FEW
@@ -179,7 +179,7 @@ def _pooled_caps(rows: pd.DataFrame, point: layouts.Point) -> dict:
     notes = [(cap, note) for cap, note in sorted(zip(typed, rows["noise"], strict=True)) if note]
     noisy = f"noisy at cap{'s' * (len(notes) > 1)} {layouts.cap_words([cap for cap, _ in notes])}"
     cvs = [cv for cv in rows["cv"] if cv is not None and not pd.isna(cv)]
-    label = strategy_label(base["impl"], base["options"], without=("bucket_cap_mb",))
+    label = configuration_label(base["impl"], base["options"], without=("bucket_cap_mb",))
     return {**base.to_dict(), "strategy": layouts.pooled_label(label, point.caps), "repeat_ms": medians,
             "repeat_ids": list(point.repeats), "repeats": len(medians), "step_ms": stats.geometric_mean(medians),
             "first_bucket_cap_mb": None, "config_ids": frozenset().union(*rows["config_ids"]),

@@ -431,7 +431,7 @@ def test_options_given_at_their_defaults_are_the_strategys_own_step():
     (w8,) = choice.choose(state, [_frame(8, 100.0, 104.0)], 80.0)
     assert [(c.strategy, c.step_ms) for c in w8.picked] == [(state["strategy"].iloc[0], 100.0)]
     said = choice_words(state, [_frame(8, 100.0, 104.0)], 80.0)
-    assert "stock gradient_as_bucket_view=True static_graph=False fits too, with no step model" in said
+    assert "stock gradient_as_bucket_view=True fits too, with no step model" in said
 
 
 def test_no_choice_for_want_of_counted_activations_is_said(capsys):

@@ -176,7 +176,7 @@ def test_an_explicit_cap_25_stands_in_only_named_for_what_it_is():
     assert "stock at an explicit bucket_cap_mb=25 stands in" in page
 
 
-def test_stock_asking_its_defaults_by_name_is_the_reference_named_as_asked_with_no_stand_in_said():
+def test_stock_asking_its_defaults_by_name_is_the_reference_named_plain_with_no_stand_in_said():
     """A walkthrough's sweep of gradient_as_bucket_view=false,true read '—' in every 'vs stock' cell; once found, the
     reference was said to be 'stock at an explicit bucket_cap_mb=25', which the run never ran."""
     from reports.aggregate import RunData
@@ -185,10 +185,10 @@ def test_stock_asking_its_defaults_by_name_is_the_reference_named_as_asked_with_
                 repeats("stock", [100.0, 102.0], options={"gradient_as_bucket_view": False}),
                 repeats("stock", [95.0, 96.0], options={"gradient_as_bucket_view": True}))  # fmt: skip
     group = pooled.ranked(knobs, workload="mlp")
-    assert answer.reference_name(answer.reference_row(group)) == "stock gradient_as_bucket_view=False"
+    assert answer.reference_name(answer.reference_row(group)) == "stock"  # named by what it sets: nothing
     page = answer.answer_section(RunData(meta={}, configs=knobs, ranks=pd.DataFrame(), phases=pd.DataFrame(),
                                          boxes=pd.DataFrame(), series=pd.DataFrame()), ["mlp"])  # fmt: skip
-    assert "<th>× the step of stock gradient_as_bucket_view=False</th>" in page and "stands in" not in page
+    assert "<th>× stock's step</th>" in page and "stands in" not in page
 
 
 def test_comm_hidden_pools_every_repeat_and_noise_is_the_median_cv():
@@ -677,3 +677,36 @@ def test_every_need_on_a_page_sized_from_under_five_repeats_is_marked_a_rough_gu
     assert len(marks) >= 3 and all(marks), said
     five = evidence.decided_text(types.SimpleNamespace(decided_after=float("nan"), repeats_needed=9, repeats=5))
     assert five == "open after 5 repeats (need about 9)"
+
+
+def test_a_knob_sweep_names_each_configuration_by_what_it_sets_short_and_distinct_on_console_and_page(capsys):
+    """An engineer swept DDP's knobs: every line and cell spelt each option, defaults included ('stock comm_hook=none
+    gradient_as_bucket_view=False static_graph=False vs stock comm_hook=fp16 …', 300 characters a verdict line). A
+    configuration is its strategy and what it sets away from the strategy as shipped; where two would read alike,
+    the option that differs is kept."""
+    from harness.commands import console
+    from reports.aggregate import RunData
+
+    sweep_of = [
+        {"comm_hook": hook, "gradient_as_bucket_view": view} for hook in ("none", "fp16") for view in (False, True)
+    ]
+    stocks = (repeats("stock", [100.0 - 5 * k, 102.0 - 5 * k], options=o) for k, o in enumerate(sweep_of))
+    knobs = run(repeats("local", [30.0, 31.0]), *stocks)
+    names = {"stock", "stock comm_hook=fp16", "stock gradient_as_bucket_view=True",
+             "stock comm_hook=fp16 gradient_as_bucket_view=True"}  # fmt: skip
+    assert set(pooled.ranked(knobs, workload="mlp")["strategy"]) == names | {"local"}
+    page = answer.answer_section(RunData(meta={}, configs=knobs, ranks=pd.DataFrame(), phases=pd.DataFrame(),
+                                         boxes=pd.DataFrame(), series=pd.DataFrame()), ["mlp"])  # fmt: skip
+    assert "=none" not in page and "=False" not in page and all(f">{html.escape(n)}<" in page for n in names)
+    console.strategy_verdicts(decide.strategy_verdicts(knobs, confidence=0.95))
+    lines = capsys.readouterr().out.splitlines()[1:]
+    assert len(lines) == 3 and all(" vs stock: " in line and "=none" not in line and "=False" not in line
+                                   for line in lines)  # fmt: skip
+    assert {line.split(" vs ")[0].removeprefix("  w2 mlp/tiny ") for line in lines} == names - {"stock"}
+    # a row asking a default by name beside one asking nothing reads alike: the option that differs is kept
+    from harness.results.values import configuration_labels
+
+    assert configuration_labels(["stock", "stock"], ['{"comm_hook": "none"}', "{}"]) == [
+        "stock comm_hook=none",
+        "stock",
+    ]

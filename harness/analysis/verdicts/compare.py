@@ -24,7 +24,7 @@ from harness.analysis.verdicts.environment import environment_differences
 from harness.config.bench import ConfigError
 from harness.results import store
 from harness.results.layout import SUMMARY_JSON
-from harness.results.values import counted, settings_words, strategy_label, timed_by_hook
+from harness.results.values import configuration_label, counted, settings_words, timed_by_hook
 
 MATCH_KEYS = ("impl", "impl_options", "workload", "size", "world_size", "nnodes", "batch_size", "dtype", "optimizer",
               "device")  # fmt: skip
@@ -109,7 +109,7 @@ def _setting_differences(base: dict, new: dict) -> list[str]:
 
 
 def _label(keys: dict) -> str:
-    strategy = strategy_label(keys["impl"], keys.get("impl_options"))
+    strategy = configuration_label(keys["impl"], keys.get("impl_options"))
     return f"w{keys['world_size']} {keys['workload']}/{keys['size']} {strategy}"
 
 

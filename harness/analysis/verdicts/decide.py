@@ -38,7 +38,7 @@ from harness.analysis import roles, stats
 from harness.analysis.verdicts import layouts, sweep
 from harness.config.flags import AUTO
 from harness.results import values
-from harness.results.values import options_words, ratio_number
+from harness.results.values import ratio_number
 
 ALPHA = 1 - stats.CONFIDENCE
 """The chance a verdict may be wrongly 'slower' or 'faster' over all its looks."""
@@ -204,11 +204,6 @@ def _surely_slower(figures: list[float], anchor: list[float], confidence: float,
     return judged["verdict"] == stats.SLOWER
 
 
-def strategy_label(impl: str, options_json: str | None) -> str:
-    words = options_words(options_json)
-    return f"{impl} {words}" if words else impl
-
-
 @dataclasses.dataclass(frozen=True)
 class _Side:
     """One configuration of a setup as a strategy verdict judges it: its rows' impl_options (several where caps
@@ -230,7 +225,7 @@ def _sides(setup: pd.DataFrame) -> list[_Side]:
     for (impl, options), rows in setup.groupby(["impl", "impl_options"], dropna=False, sort=False):
         cap = sweep.given_cap(options)
         if cap is None:
-            sides.append(_Side(impl, frozenset([options]), strategy_label(impl, options),
+            sides.append(_Side(impl, frozenset([options]), values.configuration_label(impl, options),
                                list(rows["step_ms_median"]), frozenset(rows["config_id"])))  # fmt: skip
         else:
             explicit.setdefault((impl, sweep.other_options(options)), {})[cap] = (options, rows)
@@ -240,8 +235,7 @@ def _sides(setup: pd.DataFrame) -> list[_Side]:
         for point in layouts.layout_points(launches):
             options, rows = by_cap[point.cap]
             pooled = point.caps if len(point.caps) > 1 else ()
-            label = values.strategy_label(impl, options, without=("bucket_cap_mb",)) if pooled else (
-                strategy_label(impl, options))  # fmt: skip
+            label = values.configuration_label(impl, options, without=("bucket_cap_mb",) if pooled else ())
             ids = frozenset(i for cap in point.caps for i in by_cap[cap][1]["config_id"])
             sides.append(_Side(impl, frozenset(by_cap[cap][0] for cap in point.caps), label, list(point.medians),
                                ids, pooled))  # fmt: skip

@@ -27,7 +27,7 @@ from harness.analysis.verdicts import layouts
 from harness.analysis.verdicts.cap_verdict import cap_pair_verdict as cap_pair_verdict
 from harness.analysis.verdicts.cap_verdict import recommend_cap as recommend_cap
 from harness.results import store
-from harness.results.values import UNBOUNDED_RATIO, options_of, ratio_number, strategy_label
+from harness.results.values import UNBOUNDED_RATIO, configuration_label, options_of, ratio_number
 
 GROUP_KEYS = ("impl", "other_options", "workload", "size", "batch_size", "dtype", "optimizer", "world_size", "nnodes")
 LAYOUT_KEYS = ("cap_given", "first_bucket_cap_mb")
@@ -46,8 +46,7 @@ def other_options(options_json: str | None) -> str:
 def label(row: pd.Series | dict) -> str:
     """'stock comm_hook=bf16': the strategy a sweep's row (or key) is of, with the options besides the cap that its
     strategy as shipped does not have: a sweep of four hook and find_unused_parameters pairs read four alike rows."""
-    impl = row["impl"]
-    return strategy_label(impl, roles.beyond_defaults(impl, row.get("other_options")))
+    return configuration_label(row["impl"], row.get("other_options"))
 
 
 def given_cap(options_json: str | None) -> float | None:

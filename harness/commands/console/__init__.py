@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, TextIO
 
 from harness.commands.console.invoked import resume_hint as resume_hint  # console.resume_hint
 from harness.results.invocation import retry_words as retry_words  # console.retry_words
-from harness.results.values import judging_repeat_in, options_words, parity_words, sent_words
+from harness.results.values import configuration_label, judging_repeat_in, options_words, parity_words, sent_words
 
 if (
     TYPE_CHECKING
@@ -171,7 +171,8 @@ def options_text(options_json: str | None) -> str:
 
 def describe_row(row: dict) -> str:
     """A finished configuration in one line: its time and parity, or why it did not run."""
-    label = f"w{row['world_size']} {row['workload']}/{row['size']} {row['impl']}{options_text(row['impl_options'])}"
+    strategy = configuration_label(row["impl"], row["impl_options"])
+    label = f"w{row['world_size']} {row['workload']}/{row['size']} {strategy}"
     if row.get("repeat"):  # counted from 1, as "after 3 repeats" counts them (config ids and logs: r0, r1, …)
         label += f" (repeat {row['repeat'] + 1})"
     if row["status"] != "ok":

@@ -128,12 +128,12 @@ def zero_validation(checks: list[dict]) -> None:
 def fsdp_validation(checks: list[dict]) -> None:
     """Each FSDP configuration of a run (fsdp.run_checks' rows): measured against predicted, with its parts."""
     from harness.perfmodel import sharded
-    from harness.results.values import strategy_label
+    from harness.results.values import configuration_label
 
     for c in checks:
         error = c["predicted_ms"] / c["measured_ms"] - 1
         fitted = sharded.collectives_priced(c["gather_source"], c["scatter_source"], c["network"])
-        strategy = strategy_label(c["impl"], c["impl_options"])
+        strategy = configuration_label(c["impl"], c["impl_options"])
         say(f"validation w{c['world_size']} {c['workload']}/{c['size']} {strategy}, measured in "
             f"the run (geometric mean of repeats) against predicted (scaled to the one-rank baseline"
             f"{', every call blocking on the CPU' if c['blocking'] else ''}): measured {c['measured_ms']:.2f} ms, "

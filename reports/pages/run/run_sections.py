@@ -13,7 +13,7 @@ import pandas as pd
 
 from harness.analysis import roles, stats, why
 from harness.analysis.verdicts import sweep
-from harness.results.values import options_words, strategy_label
+from harness.results.values import configuration_label, options_words
 from reports import aggregate
 from reports.aggregate import RunData, usable_cores, world_sizes
 from reports.figures import gap as gapfigures
@@ -120,7 +120,7 @@ def recommended_caps(frame: pd.DataFrame, *, workload: str, strategy: str) -> di
     return {
         int(r.world_size): (float(r.best_cap_mb), float(r.best_step_ms))
         for r in chosen.itertuples()
-        if strategy_label(r.impl, r.other_options) == strategy
+        if configuration_label(r.impl, r.other_options) == strategy
     }
 
 
@@ -132,7 +132,7 @@ def one_layout_note(frame: pd.DataFrame, *, workload: str, strategy: str) -> str
         return ""
     rows = frame[(frame["workload"] == workload) & frame["same_buckets_mb"].map(lambda v: isinstance(v, str))]
     worlds = [aggregate.world_label(int(r.world_size)) for r in rows.itertuples()
-              if strategy_label(r.impl, r.other_options) == strategy]  # fmt: skip
+              if configuration_label(r.impl, r.other_options) == strategy]  # fmt: skip
     return (f" At {' and '.join(worlds)} every cap made the same buckets: the line's rise and fall there is the "
             "launches' spread, one measurement, not the cap's doing.") if worlds else ""  # fmt: skip
 
@@ -286,7 +286,7 @@ def parity_by_configuration(rows: pd.DataFrame) -> pd.DataFrame:
         verdicts = [None if v is None or pd.isna(v) else bool(v) for v in group["parity_ok"]]
         failed = [int(r) + 1 for r, v in zip(group["repeat"], verdicts, strict=True) if v is False]
         first = group.iloc[0]
-        label = strategy_label(first["impl"], first["impl_options"])
+        label = configuration_label(first["impl"], first["impl_options"])
         pooled.append({
             "config_label": f"{label} · w{first['world_size']} ({stats.repeats_text(len(group))})",
             **{key: first[key] for key in ("workload", "size") if key in group},
