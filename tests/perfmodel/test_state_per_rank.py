@@ -535,3 +535,30 @@ def test_a_gpu_without_bf16_gets_fp16s_figures_and_a_bf16_run_is_judged_in_fp16_
         481.14, rel=0.01)  # fmt: skip
     assert said == ("what fits judged in fp16 (autocast, with a grad scaler): dgx1-v100's GPU has no bf16, the run's "
                     "dtype; activations counted so (bf16's, the run's: 481 MiB)")  # fmt: skip
+
+
+def test_a_knob_sweeps_variants_split_across_memory_rows_are_named_by_the_option_that_splits_them():
+    """An engineer's sweep of comm_hook × gradient_as_bucket_view split into two memory rows (views keep no bucket
+    copy), each named by its four variants spelt in full: a 210-character label column. A row that holds every
+    variant sharing an option's value is that option's, counted; one holding every variant is 'stock ×4'."""
+    from harness.commands.console.predict import memory as console_memory
+    from harness.commands.console.predictions import labelled
+
+    asked = [json.dumps({"comm_hook": hook, "gradient_as_bucket_view": view}, sort_keys=True)
+             for hook in ("none", "fp16") for view in (False, True)]  # fmt: skip
+    state = labelled(pd.DataFrame({"impl": "stock", "impl_options": asked}))
+    plain = [n for n in state["strategy"] if "view" not in n]
+    views = [n for n in state["strategy"] if "view" in n]
+    assert plain == ["stock", "stock comm_hook=fp16"]
+    assert console_memory._named(plain, state) == "stock gradient_as_bucket_view=False ×2"
+    assert console_memory._named(views, state) == "stock gradient_as_bucket_view=True ×2"
+    assert console_memory._named(plain + views, state) == "stock ×4"
+    assert console_memory._named(plain[:1] + views[:1], state) == "stock comm_hook=none ×2"
+    assert (
+        console_memory._named(plain[:1] + views[1:], state)
+        == "stock, stock comm_hook=fp16 gradient_as_bucket_view=True"
+    )
+    assert console_memory._variants([plain, views], state) == [
+        "stock gradient_as_bucket_view=False ×2: stock, stock comm_hook=fp16; stock gradient_as_bucket_view=True ×2: "
+        "stock gradient_as_bucket_view=True, stock comm_hook=fp16 gradient_as_bucket_view=True"
+    ]

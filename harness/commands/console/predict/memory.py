@@ -126,14 +126,36 @@ def _figures(values) -> str:
 
 
 def _named(group: list[str], state: pd.DataFrame) -> str:
-    """A row's strategies: 'fsdp', or where every labelled variant of a strategy shares the row, 'stock ×4'."""
+    """A row's strategies: 'fsdp'; where every variant of a strategy that shares an option's value shares the row,
+    that strategy with the option and their count, 'stock ×4', 'stock gradient_as_bucket_view=True ×4'."""
     impl_of = dict(zip(state["strategy"], state["impl"], strict=False))
     said = []
     for impl in dict.fromkeys(impl_of[name] for name in group):
-        variants = {name for name, whose in impl_of.items() if whose == impl}
         mine = [name for name in group if impl_of[name] == impl]
-        said += [f"{impl} ×{len(mine)}"] if len(mine) > 1 and set(mine) == variants else mine
+        said += [head] if (head := _shared(mine, impl, state)) else mine
     return ", ".join(said)
+
+
+def _shared(mine: list[str], impl: str, state: pd.DataFrame) -> str | None:
+    """'stock gradient_as_bucket_view=True ×4': the name of several variants of `impl` that are every variant whose
+    options (as asked) agree with theirs on the options where all of them agree and the others do not; else None."""
+    import impls
+    from harness.results.values import options_of, options_words
+
+    asked = {n: options_of(o) for n, o, i in zip(state["strategy"], state["impl_options"], state["impl"],
+                                                   strict=False) if i == impl}  # fmt: skip
+    if len(mine) < 2:
+        return None
+    declared = impls.entry(impl).options() if impl in impls.names() else {}
+    for options in asked.values():  # an option a variant left (or dropped as acting on nothing) at what it is
+        options |= {k: declared[k].default for d in asked.values() for k in d if k not in options and k in declared}
+
+    def agreed(names):  # the options all of `names` ask alike
+        return {k: v for k, v in asked[names[0]].items() if all(k in asked[n] and asked[n][k] == v for n in names)}
+
+    keys = {k: v for k, v in agreed(mine).items() if k not in agreed(list(asked))}
+    alike = [n for n in asked if all(k in asked[n] and asked[n][k] == v for k, v in keys.items())]
+    return " ".join(filter(None, (impl, options_words(keys), f"×{len(mine)}"))) if set(alike) == set(mine) else None
 
 
 def _variants(groups, state: pd.DataFrame) -> list[str]:
@@ -143,6 +165,6 @@ def _variants(groups, state: pd.DataFrame) -> list[str]:
     for group in groups:
         for impl in dict.fromkeys(impl_of[name] for name in group):
             mine = [name for name in group if impl_of[name] == impl]
-            if len(mine) > 1 and set(mine) == {name for name, whose in impl_of.items() if whose == impl}:
-                said.append(f"{impl} ×{len(mine)}: {', '.join(mine)}")
+            if head := _shared(mine, impl, state):
+                said.append(f"{head}: {', '.join(mine)}")
     return ["; ".join(said)] if said else []
