@@ -51,12 +51,15 @@ class Compressed:
 def with_compressed(frame: pd.DataFrame, profile: Profile, *, link: Link, world_size: int, comm_hook: str = "fp16",
                     contention: Contention = NO_CONTENTION) -> pd.DataFrame:  # fmt: skip
     """`predict_caps`' frame with DDP's step at each of its caps under `comm_hook` (`compressed_step_ms`,
-    `compressed_exposed_comm_ms`, `compressed_share`: the share of the bytes it sends); fp16's and bf16's alike."""
+    `compressed_exposed_comm_ms`, `compressed_comm_ms` and `compressed_last_allreduce_ms`: its all-reduces and the
+    last of them, `compressed_share`: the share of the bytes it sends); fp16's and bf16's alike."""
     share = wire_share(profile.grads, comm_hook)
     hooked = predict_caps(profile, caps_mb=list(frame["bucket_cap_mb"]), link=Compressed(link, share),
                           world_size=world_size, contention=contention)  # fmt: skip
     return frame.assign(
         compressed_step_ms=hooked["step_ms"].to_numpy(),
         compressed_exposed_comm_ms=hooked["exposed_comm_ms"].to_numpy(),
+        compressed_comm_ms=hooked["comm_ms"].to_numpy(),
+        compressed_last_allreduce_ms=hooked["last_allreduce_ms"].to_numpy(),
         compressed_share=share,
     )

@@ -108,6 +108,8 @@ def with_full_size_floors(frame: pd.DataFrame, profile: Profile, params: Paramet
                         full_size_exposed_ms=[f.exposed_s * 1e3 for f in floors],
                         compressed_full_size_step_floor_ms=[f.step_s * 1e3 for f in compressed],
                         compressed_full_size_exposed_ms=[f.exposed_s * 1e3 for f in compressed],
+                        compressed_full_size_comm_ms=[f.comm_s * 1e3 for f in compressed],
+                        compressed_full_size_last_ms=[f.last_s * 1e3 for f in compressed],
                         zero_full_size_step_floor_ms=[change.step_s(max(f.step_s, ddp_ms / 1e3)) * 1e3
                                                       for f, ddp_ms in zip(floors, frame["step_ms"], strict=True)],
                         zero_full_size_optimizer_ms=change.optimizer_s * 1e3,

@@ -82,6 +82,40 @@ def test_the_cpu_profiles_collectives_table_names_zero_ones_column_as_its_broadc
     assert row.split()[-3:] == ["6", "11", "5.5"]
 
 
+def test_the_cpu_profiles_collectives_table_sets_a_benched_2_byte_hook_beside_ddp_at_the_cap_it_ran_at(capsys):
+    """A run that benched comm_hook=fp16 read the network's table without it (DDP per cap, ZeRO-1, FSDP2), though the
+    hook's halved all-reduces do not depend on the GPU's compute: its column, named as the run names it, at the cap
+    it ran at (benched_hooks, from the run's configurations), its all-reduces and the last in brackets."""
+    import json
+    import types
+
+    import pandas as pd
+
+    from harness.commands.console.predict.steps import collectives_answer
+    from harness.perfmodel.pick.compressed import benched_hooks
+
+    configs = pd.DataFrame({"impl": ["stock", "stock", "stock", "stock"], "workload": ["gpt2", "gpt2", "gpt2", "mlp"],
+                            "impl_options": [json.dumps(o) for o in ({}, {"comm_hook": "fp16", "static_graph": False},
+                                                                     {"comm_hook": "fp16", "static_graph": True},
+                                                                     {"comm_hook": "bf16"})],
+                            "bucket_cap_mb": [25.0, 25.0, 25.0, 5.0]})  # fmt: skip
+    hooks = benched_hooks(configs, "gpt2")  # with static_graph: another option the table's models leave out
+    assert hooks == {25.0: "stock comm_hook=fp16"} and benched_hooks(configs) == {**hooks, 5.0: "stock comm_hook=bf16"}
+    frame = pd.DataFrame({"world_size": [8, 8], "nodes": [1, 1], "bucket_cap_mb": [5.0, 25.0],
+                          "full_size_mb": [1024.0] * 2, "full_size_comm_ms": [12.0, 10.0],
+                          "full_size_last_ms": [1.0, 1.2], "compressed_full_size_comm_ms": [7.0, 5.5],
+                          "compressed_full_size_last_ms": [0.5, 0.7], "zero_full_size_broadcast_ms": [6.0] * 2,
+                          "fsdp_full_size_gather_ms": [11.0] * 2, "fsdp_full_size_scatter_ms": [5.5] * 2})  # fmt: skip
+    profile = types.SimpleNamespace(optimizer_s=0.01, local_step_s=0.1, grad_bytes=2**30)
+    collectives_answer(types.SimpleNamespace(name="dgx-a100"), [frame], trained=False, profile=profile, optimizer="sgd",
+                       hooks=hooks)  # fmt: skip
+    legend, header, row = capsys.readouterr().out.splitlines()[:3]
+    heads = [h.strip() for h in header.split("  ") if h.strip()]
+    assert heads[2:5] == ["DDP at 5 MiB", "DDP at 25 MiB", "stock comm_hook=fp16 at 25 MiB"], header
+    assert row.split()[2:8] == ["12", "(1)", "10", "(1.2)", "5.5", "(0.7)"]  # the hook's at 25 MiB, not at 5
+    assert legend.endswith("; a comm_hook's: DDP's in 2-byte floats, its casts left out:")
+
+
 def test_a_stopped_run_says_how_many_of_its_saved_rows_measured_anything():
     """SIGTERM said '2 of 6 configurations saved' where both rows recorded the ranks killed under them."""
     both_failed = console.saved_text(["failed", "failed"], 6)

@@ -179,6 +179,10 @@ def test_a_compression_hook_sends_each_bucket_in_half_the_bytes_where_the_gradie
     assert float(hooked["compressed_exposed_comm_ms"].iloc[0]) == pytest.approx(2.0)
     assert float(hooked["exposed_comm_ms"].iloc[0]) == pytest.approx(12.0)
     assert float(hooked["compressed_step_ms"].iloc[0]) == pytest.approx(3 + 12 + 1)
+    # its all-reduces and the last of them, as the network's table sets them beside DDP's (20 ms, 4 the last)
+    assert float(hooked["comm_ms"].iloc[0]) == pytest.approx(20.0)
+    assert float(hooked["compressed_comm_ms"].iloc[0]) == pytest.approx(10.0)
+    assert float(hooked["compressed_last_allreduce_ms"].iloc[0]) == pytest.approx(2.0)
 
 
 def test_latency_counts_once_per_bucket():

@@ -100,6 +100,31 @@ def test_a_run_page_shows_the_floor_and_the_predicted_curve_with_its_error(built
     assert "the sweep calls every cap as good: no check of the best cap" in section
 
 
+def test_the_what_if_pages_network_table_sets_a_benched_2_byte_hook_beside_ddp_at_the_cap_it_ran_at():
+    """The CPU run's page left the benched comm_hook=fp16 out of what the network costs a step, though its halved
+    all-reduces do not depend on the GPU: its column, named as the run names it, at the cap it ran at, and none where
+    the run benched no hook."""
+    from harness.perfmodel.clusters.cluster import load
+    from reports.pages.whatif import memory as wm
+
+    group = pd.DataFrame({"world_size": [8, 8], "nodes": [1, 1], "bucket_cap_mb": [5.0, 25.0], "size": ["small"] * 2,
+                          "full_size_mb": [1024.0] * 2, "full_size_comm_ms": [12.0, 10.0],
+                          "full_size_last_ms": [1.0, 1.2], "compressed_full_size_comm_ms": [7.0, 5.5],
+                          "compressed_full_size_last_ms": [0.5, 0.7], "zero_full_size_broadcast_ms": [6.0] * 2,
+                          "fsdp_full_size_gather_ms": [11.0] * 2, "fsdp_full_size_scatter_ms": [5.5] * 2})  # fmt: skip
+    hooked = wm.communication_section(group, load("dgx-h100"), hooks={25.0: "stock comm_hook=fp16", 50.0: "x"})
+    heads = [html.unescape(head) for head in re.findall(r"<th>([^<]*)</th>", hooked)]
+    assert heads[2:5] == [
+        "DDP's all-reduces at 5 MiB (the last)",
+        "DDP's all-reduces at 25 MiB (the last)",
+        "stock comm_hook=fp16's all-reduces at 25 MiB (the last)",
+    ]  # 50 MiB: no DDP column
+    assert re.findall(r"<td>([^<]*)</td>", hooked)[2:5] == ["12 (1)", "10 (1.2)", "5.5 (0.7)"]
+    assert "under a comm_hook, the same all-reduces in 2-byte floats, the casts left out" in html.unescape(hooked)
+    plain = wm.communication_section(group, load("dgx-h100"))
+    assert "comm_hook" not in plain and len(re.findall(r"<th>", plain)) == len(heads) - 1
+
+
 def test_the_what_if_page_of_a_cpu_run_gives_its_communication_and_memory_and_no_step(built):
     """A CPU's compute hides communication a GPU's shows: the site's page ranked strategies and named a cap there that
     `predict --local-step-ms MS --page` contradicted. It gives what holds on any GPU, one node to 1,024 GPUs, and

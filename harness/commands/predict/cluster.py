@@ -302,10 +302,13 @@ def run_steps(args: argparse.Namespace, chosen, profile, caps: list[float], *, d
                "one_rank_step_ms": profile.local_step_s * 1e3}  # fmt: skip
     out = pd.concat(rows, ignore_index=True).assign(**context)
     if not known:  # a CPU's compute: what holds on any GPU (the memory, said above), and what gives the rest
+        from harness.perfmodel.pick.compressed import benched_hooks
+
+        hooks = benched_hooks(configs, given.get("workload"))  # DDP's beside, under the 2-byte hooks the run benched
         alone = len(getattr(args, "clusters", None) or [None]) == 1  # several: why no step said once, first
         args.optimizer_share = steps.collectives_answer(chosen, rows, trained=trained is not None, profile=profile,
                                                         optimizer=(setup or {}).get("optimizer") or "sgd",
-                                                        alone=alone)  # fmt: skip
+                                                        alone=alone, hooks=hooks)  # fmt: skip
         return out
     before = own_source in ("left out", "not measured")  # the steps lack DDP's own cost: said, not hidden
     steps.cluster_table(chosen, rows, before_own=before)

@@ -166,13 +166,19 @@ floors are in the rows (DDP's per cap; ZeRO-1's broadcasts and FSDP2's the same 
 
 def communicated(rows: pd.DataFrame, *, full: bool) -> pd.DataFrame:
     """Per GPU count and cap, the milliseconds each strategy's collectives take a step (COMMUNICATED: the full size's
-    where `full`, the rows holding its floors, else the profile's) and DDP's last all-reduce, after backward; NaN
+    where `full`, the rows holding its floors, else the profile's) and DDP's last all-reduce, after backward, with
+    DDP's under a 2-byte compression hook (`hook`, `hook last`: compression.with_compressed's); NaN
     where a strategy has no model (FSDP2 without block times). What holds whatever the GPU computes: the what-if
     page and the console say it where a CPU's compute ranks no step."""
     out = rows[["world_size", "nodes", "bucket_cap_mb"]].copy()
     for name, own, floor in COMMUNICATED:
         out[name] = rows[floor if full else own] if (floor if full else own) in rows else float("nan")
     out["DDP last"] = rows["full_size_last_ms" if full else "last_allreduce_ms"]
+    for name, own, floor in (
+        ("hook", "compressed_comm_ms", "compressed_full_size_comm_ms"),
+        ("hook last", "compressed_last_allreduce_ms", "compressed_full_size_last_ms"),
+    ):
+        out[name] = rows[floor if full else own] if (floor if full else own) in rows else float("nan")  # 2-byte
     return out
 
 

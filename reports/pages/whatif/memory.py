@@ -283,12 +283,13 @@ def communicated(group: pd.DataFrame) -> pd.DataFrame:
 
 
 def communication_section(group: pd.DataFrame, cluster: Cluster, *, sized: bool = True, caveats: str = "",
-                          default: str = "") -> str:  # fmt: skip
+                          default: str = "", hooks: dict | None = None) -> str:  # fmt: skip
     """What the network costs a step on `cluster`, whatever computes it (the page of a CPU's profile, which ranks no
     step): per GPU count, DDP's all-reduces at each cap and the last of them, after backward; ZeRO-1's broadcasts,
     after its optimizer; FSDP2's gathers and reduce-scatters; of the model to train where its floors are in the
     rows (`full_size_mb`); `sized`: whether --size scaled the model (a file of yours: not); `caveats`: the node
-    counts no published table checked, as the step answer says them; `default`: full_size.default_configuration's."""
+    counts no published table checked, as the step answer says them; `default`: full_size.default_configuration's;
+    `hooks`: the 2-byte compression hooks the run benched, by cap (compressed.benched_hooks), DDP's beside."""
     comm, first = communicated(group), group.iloc[0]
     profiled = size_words(esc(first["size"])) if sized else "the model's"
     counted = "counted on the meta device" + (f"; the full size is {not_yours(default)}" if default else "")
@@ -308,7 +309,9 @@ def communication_section(group: pd.DataFrame, cluster: Cluster, *, sized: bool 
             f"after its optimizer, overlapping nothing{fsdp}. How much of the rest a step shows depends on the GPU's "
             f"compute, which this run did not measure.{caveats}</p>")  # fmt: skip
     caps = sorted(comm["bucket_cap_mb"].unique())
+    hooked = {cap: label for cap, label in (hooks or {}).items() if cap in {round(c, 6) for c in caps}}
     heads = ["GPUs", "nodes", *(f"DDP's all-reduces at {cap:g} MiB (the last)" for cap in caps),
+             *(f"{esc(label)}'s all-reduces at {cap:g} MiB (the last)" for cap, label in hooked.items()),
              "ZeRO-1's broadcasts", "FSDP2's all-gathers", "FSDP2's reduce-scatters"]  # fmt: skip
     cells = []
     for world, rows in comm.groupby("world_size", sort=True):
@@ -318,12 +321,15 @@ def communication_section(group: pd.DataFrame, cluster: Cluster, *, sized: bool 
                 str(world),
                 str(int(rows["nodes"].iloc[0])),
                 *(f"{by_cap.at[cap, 'DDP']:.4g} ({by_cap.at[cap, 'DDP last']:.3g})" for cap in caps),
+                *(f"{by_cap.at[cap, 'hook']:.4g} ({by_cap.at[cap, 'hook last']:.3g})" for cap in hooked),
                 *(_ms(rows[name].iloc[0]) for name in ("ZeRO-1", "FSDP2 gathers", "FSDP2 reduce-scatters")),
             ]
         )
     caption = ("ms a step of each strategy's collectives, as NCCL's algorithms run them on this profile's bandwidths "
                "(docs/clusters.md): the bytes and the network alone, whatever the GPU computes. DDP's all-reduces "
-               "run beside backward but for the last bucket's (in brackets); ZeRO-1's broadcasts (one a parameter, "
+               "run beside backward but for the last bucket's (in brackets)"
+               + ("; under a comm_hook, the same all-reduces in 2-byte floats, the casts left out" * bool(hooked))
+               + "; ZeRO-1's broadcasts (one a parameter, "
                "as NCCL all-gathers carry them) follow its optimizer; FSDP2's gathers and reduce-scatters overlap "
                "its blocks' forward and backward. None of these is a step: the step, the strategy to book and the "
                "cap need the GPU's one-GPU step (the banner above).")  # fmt: skip

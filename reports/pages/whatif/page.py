@@ -16,6 +16,7 @@ from harness.perfmodel.clusters.cluster import Cluster
 from harness.perfmodel.clusters.nccl import ClusterLink
 from harness.perfmodel.measured import SETUP_DEFAULTS, ddp_own_cost_s
 from harness.perfmodel.pick import ranked
+from harness.perfmodel.pick.compressed import benched_hooks
 from harness.perfmodel.predict import (
     DEFAULT_CAPS_MB,
     calibration_target,
@@ -196,7 +197,8 @@ def whatif_page(meta: dict, configs: pd.DataFrame, profiles: pd.DataFrame, clust
             sized = store.size_scales(meta, {"workload": group["setup_workload"].iloc[0]})  # a file of yours: never
             parts += [full_size.heading(setup, group, trained, default), asked,
                       wm.communication_section(at, cluster, sized=sized, caveats=wp.unchecked(cluster, at),
-                                               default=default),
+                                               default=default, hooks=benched_hooks(configs, wm.setup_of(group).get(
+                                                   "workload"))),
                       figs.add(figures.communication_vs_gpus(wm.communicated(group), cluster=cluster.name, **marked),
                                CAPTIONS["whatif_communication"])]  # fmt: skip
             asked = ""

@@ -153,13 +153,14 @@ def _once(figures) -> str:
 
 
 def collectives_answer(
-    cluster, frames: list[pd.DataFrame], *, trained: bool, profile, optimizer: str, alone: bool = True
+    cluster, frames: list[pd.DataFrame], *, trained: bool, profile, optimizer: str, alone: bool = True, hooks=None
 ) -> float:
     """Where the compute is a CPU's (scaling.steps_known): per GPU count, the ms each strategy's collectives take a step
     on the cluster's network, whatever the GPU computes (ranked.communicated, as the what-if page's table): the full
     size's (the model you will train's, `trained`) where `frames` hold its floors, else the profile's gradients; then
     why no step, strategy or cap is named (the page's banner) and what gives them, unless several clusters are
-    (`alone` False: said once for them all, first, `no_step`). The optimizer's share of the step returned."""
+    (`alone` False: said once for them all, first, `no_step`); DDP's under the 2-byte hooks the run benched (`hooks`:
+    compressed.benched_hooks) at the caps it benched them at. The optimizer's share of the step returned."""
     import pandas as pd
 
     from harness.perfmodel.memory import mib_text
@@ -171,23 +172,26 @@ def collectives_answer(
     whose = (f"{model}'s {mib_text(frames[0]['full_size_mb'].iloc[0])} of gradients (counted on the meta device)"
              if full else f"the profile's {mib_text(profile.grad_bytes / 2**20)} of gradients")  # fmt: skip
     caps = sorted(comm["bucket_cap_mb"].unique())
+    hooked = {cap: label for cap, label in (hooks or {}).items() if cap in {round(c, 6) for c in caps}}
     legend = once(
         f"ms of each strategy's collectives with {whose}, NCCL's algorithms on the profile's bandwidths; "
         f"DDP's all-reduces overlap backward but for the last bucket's (in brackets: {LAST_BUCKET_LEAST}), "
         "ZeRO-1's are DDP's and its broadcasts, after its optimizer, FSDP2's gathers and reduce-scatters "
-        "overlap its blocks' compute"
+        "overlap its blocks' compute" + "; a comm_hook's: DDP's in 2-byte floats, its casts left out" * bool(hooked)
     )  # several clusters: the first's, the others' 'as above'
     say(
         f"ddpbench predict: what {cluster.name}'s network costs a step, whatever the GPU computes: "
         f"{legend or 'ms, as above'}:"
     )
     named = ("ZeRO-1 broadcasts", "FSDP2 gathers", "reduce-scatters")  # ZeRO-1's all-reduces: the DDP columns'
-    rows = [("GPUs", "nodes", *(f"DDP at {cap:g} MiB" for cap in caps), *named)]
+    hook_heads = (f"{label} at {cap:g} MiB" for cap, label in hooked.items())  # named as the run names them
+    rows = [("GPUs", "nodes", *(f"DDP at {cap:g} MiB" for cap in caps), *hook_heads, *named)]
     for world, group in comm.groupby("world_size", sort=True):
         by_cap = group.set_index("bucket_cap_mb")
         sharded = (group[name].iloc[0] for name in ("ZeRO-1", "FSDP2 gathers", "FSDP2 reduce-scatters"))
         rows.append((str(world), str(int(group["nodes"].iloc[0])),
                      *(f"{by_cap.at[cap, 'DDP']:.4g} ({by_cap.at[cap, 'DDP last']:.3g})" for cap in caps),
+                     *(f"{by_cap.at[cap, 'hook']:.4g} ({by_cap.at[cap, 'hook last']:.3g})" for cap in hooked),
                      *("not modelled" if value != value else f"{value:.4g}" for value in sharded)))  # fmt: skip
     widths = [max(len(row[n]) for row in rows) for n in range(len(rows[0]))]
     for row in rows:
