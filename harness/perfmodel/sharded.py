@@ -67,12 +67,13 @@ def cluster_frame(profile: Profile, *, caps: list[float], link, world_size: int,
                           own_s=fsdp_part.own_s, left_out_s=fsdp_part.left_out_s)  # fmt: skip
 
 
-def _algorithms(link, sent: list, world_size: int, prefix: str) -> dict:
-    """`{prefix}_algorithms` (each cap's buckets as NCCL runs them, in words) and `{prefix}_algorithm` (the pair that
-    carries most of their time) where `link` is a cluster's (nccl.ClusterLink.algorithms); {} on another network."""
+def _algorithms(link, sent: list, world_size: int, prefix: str, op: str = "all_reduce", rows: int = 1) -> dict:
+    """`{prefix}_algorithms` (each cap's buckets, or `op`s, as NCCL runs them, in words; one list of sizes for every
+    of `rows` caps) and `{prefix}_algorithm` (the pair that carries most of their time) where `link` is a cluster's
+    (nccl.ClusterLink.algorithms); {} on another network."""
     if not hasattr(link, "algorithms"):
         return {}
-    said = [link.algorithms(sizes, world_size) for sizes in sent]
+    said = [link.algorithms(sizes, world_size, op) for sizes in sent] * rows
     return {f"{prefix}_algorithms": [words for words, _ in said], f"{prefix}_algorithm": [pair for _, pair in said]}
 
 
@@ -100,7 +101,11 @@ def with_full_size_floors(frame: pd.DataFrame, profile: Profile, params: Paramet
         if every_block_ran(fsdp_profile)
         else [fsdp.FsdpFloor(*[float("nan")] * 4)] * 2  # a block whose forward never ran: the floor would count it
     )
-    return frame.assign(**_algorithms(link, [f.bucket_bytes for f in floors], world_size, "full_size"),
+    n, run_as = len(frame), _algorithms(link, [f.bucket_bytes for f in floors], world_size, "full_size")
+    run_as |= _algorithms(link, [change.messages], world_size, "zero_full_size_broadcast", "broadcast", n)
+    run_as |= _algorithms(link, [fsdp_floor.gather_bytes], world_size, "fsdp_full_size_gather", "all_gather", n)
+    run_as |= _algorithms(link, [fsdp_floor.scatter_bytes], world_size, "fsdp_full_size_scatter", "reduce_scatter", n)
+    return frame.assign(**run_as,
                         full_size_buckets=[f.buckets for f in floors],
                         full_size_comm_ms=[f.comm_s * 1e3 for f in floors],
                         full_size_last_ms=[f.last_s * 1e3 for f in floors],

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import itertools
 import math
@@ -154,6 +155,17 @@ def test_the_cluster_link_names_how_nccl_runs_a_steps_buckets_the_pair_that_carr
     assert link.algorithms([256 * MIB], 1) == ("", "")
     inside = nccl.choose(link.cluster, "all_reduce", 256 * MIB, nodes=1)
     assert link.algorithms([256 * MIB], 8)[1] == f"{nccl.ALGORITHM_NAMES[inside.algorithm]}/{inside.protocol}"
+    # FSDP2's gathers and reduce-scatters as the tuner picks each; ZeRO-1's broadcasts as the all-gathers that
+    # price them (n/(n-1) of the bytes: broadcast_s), not as a broadcast of their own bytes
+    for op in ("all_gather", "reduce_scatter"):
+        c = nccl.choose(link.cluster, op, 64 * MIB, nodes=2, ranks=16)
+        assert link.algorithms([64 * MIB], 16, op)[0] == f"{nccl.ALGORITHM_NAMES[c.algorithm]}/{c.protocol}"
+    sizes = [3 * KIB + k * 40 * KIB for k in range(200)]  # where the picks change with the bytes
+    priced = [nccl.choose(link.cluster, "all_gather", n * 16 // 15, nodes=2, ranks=16) for n in sizes]
+    counts = collections.Counter(f"{nccl.ALGORITHM_NAMES[c.algorithm]}/{c.protocol}" for c in priced)
+    words = link.algorithms(sizes, 16, "broadcast")[0]
+    assert len(counts) > 1 and sorted(words.split(", ")) == sorted(f"{pair} ×{n}" for pair, n in counts.items())
+    assert words != link.algorithms(sizes, 16, "all_gather")[0]  # one broadcast moved as an all-gather of its own
 
 
 def test_the_cluster_link_prices_fsdps_collectives_as_nccls_tuner_picks_each():

@@ -621,7 +621,11 @@ def test_predict_on_a_cluster_gives_the_step_per_cap_of_a_runs_profile(small_run
     assert full_count > len(trainable) and "for the full size, at least w8 " in zero
     # its why in full (its largest shard, its broadcasts at each GPU count) is the what-if page's, at 1,024 GPUs
     assert "ZeRO-1's, its optimizer steps the largest shard, " in page_text
-    assert f": {full_count} broadcasts, one a parameter, take at least " in page_text.split("Why the floors at")[1]
+    floors_why = page_text.split("Why the floors at")[1]  # each collective as NCCL runs it, named with its cost
+    assert re.search(
+        rf": {full_count} broadcasts \((NVLS|ring|tree)[^)]*\), one a parameter, take at least ", floors_why
+    )
+    assert re.search(r"the gathers \([^)]+\) take at least [\d.]+ ms and the reduce-scatters \([^)]+\) ", floors_why)
     assert (frame["zero_step_ms"] <= frame["zero_full_size_step_floor_ms"]).all() and "own prediction" not in zero
     floor_w8 = float(re.search(r"at least w8 ([\d.]+),", zero).group(1))  # the least of w8's caps' floors
     assert floor_w8 == pytest.approx(frame.loc[frame["world_size"] == 8, "zero_full_size_step_floor_ms"].min(), 1e-3)
@@ -639,10 +643,19 @@ def test_predict_on_a_cluster_gives_the_step_per_cap_of_a_runs_profile(small_run
     assert sharded.startswith("ddpbench predict: and FSDP2 (fully_shard on each block and the root, its defaults)")
     assert "the gathers in fp32 (FSDP2's default; --opt param_dtype=bf16 would halve their bytes)" in sharded
     fsdp_w16 = frame[frame["world_size"] == 16].iloc[0]  # the full size's gathers, whose floor ranks it
-    assert (f"Why at w16: its {int(fsdp_w16['fsdp_full_size_gathers'])} gathers take at least "
-            f"{ms_text(fsdp_w16['fsdp_full_size_gather_ms'])} ms and its reduce-scatters "
+    gathers_as, scatters_as = (fsdp_w16[f"fsdp_full_size_{op}_algorithms"] for op in ("gather", "scatter"))
+    assert gathers_as and scatters_as  # how NCCL runs them, as the tuner picked each, named with their cost
+    assert (f"Why at w16: its {int(fsdp_w16['fsdp_full_size_gathers'])} gathers ({gathers_as}) take at least "
+            f"{ms_text(fsdp_w16['fsdp_full_size_gather_ms'])} ms and its reduce-scatters ({scatters_as}) "
             f"{ms_text(fsdp_w16['fsdp_full_size_scatter_ms'])} ms, one at a time, at least "
             f"{ms_text(fsdp_w16['fsdp_full_size_exposed_ms'])} ms of them exposed") in sharded  # fmt: skip
+    fsdp_w8 = frame[frame["world_size"] == 8].iloc[0]  # NVLS inside one node, another across two: said where
+    pairs = {op: (fsdp_w8[f"fsdp_full_size_{op}_algorithm"], fsdp_w16[f"fsdp_full_size_{op}_algorithm"])
+             for op in ("gather", "scatter")}  # fmt: skip
+    assert all(w8.startswith("NVLS/") and w8 != w16 for w8, w16 in pairs.values()), pairs
+    said = [f"run mostly as {w8} from w8, {w16} from w16" for w8, w16 in pairs.values()]
+    assert (f"; its gathers and reduce-scatters {said[0]}" if said[0] == said[1]
+            else f"; its gathers {said[0]}; its reduce-scatters {said[1]}") in sharded  # fmt: skip
     floor = fsdp_w16[["fsdp_full_size_step_floor_ms", "fsdp_full_size_exposed_ms", "fsdp_optimizer_ms"]]
     assert 0 <= floor.iloc[1] < floor.iloc[0] - floor.iloc[2]  # the floor's part beyond forward and backward
     assert (  # over its units (a tester read the small size's beside its model): the page says them
@@ -689,10 +702,13 @@ def test_predict_on_a_cluster_gives_the_step_per_cap_of_a_runs_profile(small_run
     assert "for the full size, at least w8 " in zero and "the tiny size's gradients" not in zero
     zero_row = ranked.ranked_row(last, *ranked.ZERO_COLUMNS, "ZeRO-1")
     if zero_row["zero_full_size_broadcast_ms"] >= zero_row["zero_full_size_optimizer_ms"]:  # the reason that weighs
-        assert f"Why at w16: each rank broadcasts what it updated, overlapping nothing: {full_count} broadcasts" in zero
+        sent_as = zero_row["zero_full_size_broadcast_algorithms"]  # as the all-gathers they are priced as run
+        assert (f"Why at w16: each rank broadcasts what it updated, overlapping nothing: {full_count} broadcasts "
+                f"({sent_as}), one a parameter") in zero  # fmt: skip
         w8_row = ranked.ranked_row(frame[frame["world_size"] == 8], *ranked.ZERO_COLUMNS, "ZeRO-1")
         sent = f"{ms_text(w8_row['zero_full_size_broadcast_ms'])} → {ms_text(zero_row['zero_full_size_broadcast_ms'])}"
-        assert f"take at least {sent} ms (w8 → w16)" in zero
+        changes = ranked.algorithm_changes([w8_row, zero_row], "zero_full_size_broadcast_algorithm", what="they")
+        assert f"take at least {sent} ms (w8 → w16){changes}" in zero
     else:
         assert (
             f"Why at w16: its optimizer steps the largest shard, {zero_row['zero_full_size_largest_share']:.1%} "

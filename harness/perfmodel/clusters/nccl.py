@@ -324,14 +324,15 @@ class ClusterLink:
             self._seconds[key] = choose(self.cluster, op, nbytes, nodes=nodes, ranks=world_size).time_us / 1e6
         return self._seconds[key]
 
-    def algorithms(self, sizes, world_size: int) -> tuple[str, str]:
-        """How NCCL runs all-reduces of these `sizes` (a step's buckets) on `world_size` GPUs: the words the why
-        says after their cost ('NVLS-tree/Simple'; 'NVLS-tree/Simple ×12, tree/LL128 ×1', a bucket count each,
-        where they differ, the pair that carries most of their time first) and that pair alone; ('', '') on one GPU."""
+    def algorithms(self, sizes, world_size: int, op: str = "all_reduce") -> tuple[str, str]:
+        """How NCCL runs `op`s of these `sizes` (a step's buckets; ZeRO-1's broadcasts, as `broadcast_s` prices them;
+        FSDP2's all-gathers, reduce-scatters) on `world_size` GPUs: the words the why says after their cost
+        ('NVLS-tree/Simple'; 'NVLS-tree/Simple ×12, tree/LL128 ×1', a count each, where they differ, the pair that
+        carries most of their time first) and that pair alone; ('', '') on one GPU."""
         nodes, carried = self.nodes(world_size), {}
         for nbytes in sizes:
             if world_size > 1 and nbytes > 0:
-                c = choose(self.cluster, "all_reduce", int(nbytes), nodes=nodes, ranks=world_size)
+                c = choose(self.cluster, *_as_sent(op, nbytes, world_size), nodes=nodes, ranks=world_size)
                 count, time = carried.get((c.algorithm, c.protocol), (0, 0.0))
                 carried[(c.algorithm, c.protocol)] = (count + 1, time + c.time_us)
         pairs = sorted(carried, key=lambda pair: -carried[pair][1])
@@ -346,4 +347,12 @@ class ClusterLink:
         profile has no broadcast of its own: an approximation, named where a step uses it)."""
         if world_size <= 1 or nbytes <= 0:
             return 0.0
-        return self._chosen_s("all_gather", int(nbytes * world_size / (world_size - 1)), world_size)
+        return self._chosen_s(*_as_sent("broadcast", nbytes, world_size), world_size)
+
+
+def _as_sent(op: str, nbytes: float, world_size: int) -> tuple[str, int]:
+    """The collective NCCL is priced as and its bytes: a broadcast as the all-gather of n/(n−1) times the bytes
+    (ClusterLink.broadcast_s), any other as it is."""
+    if op == "broadcast":
+        return "all_gather", int(nbytes * world_size / (world_size - 1))
+    return op, int(nbytes)

@@ -138,23 +138,29 @@ def full_size_why(row: pd.Series, backward_ms: float, cap_mb: float, *, terse: b
     last = (f"only after backward's last gradient: at least {row['full_size_exposed_ms']:.3g} ms exposed" if terse
             else f"starts only after backward's last gradient, and at least {row['full_size_exposed_ms']:.3g} ms of "
             "them stay exposed")  # fmt: skip
-    run_as = row.get("full_size_algorithms") if "full_size_algorithms" in row else None  # on a cluster
-    run_as = f" ({run_as})" if isinstance(run_as, str) and run_as else ""
-    return (f"at {cap_mb:g} MiB its all-reduces{run_as} take at least {row['full_size_comm_ms']:.3g} ms a step, one "
-            f"after another, overlapping backward ({backward_ms:.3g} ms); the last ({row['full_size_last_ms']:.3g} ms) "
-            f"{last}")  # fmt: skip
+    return (f"at {cap_mb:g} MiB its all-reduces{run_as(row, 'full_size_algorithms')} take at least "
+            f"{row['full_size_comm_ms']:.3g} ms a step, one after another, overlapping backward ({backward_ms:.3g} "
+            f"ms); the last ({row['full_size_last_ms']:.3g} ms) {last}")  # fmt: skip
 
 
-def algorithm_changes(rows, column: str, gpus=lambda n: f"w{n}") -> str:
+def run_as(row, column: str) -> str:
+    """' (NVLS-tree/Simple)': how NCCL runs a row's collectives (`column`: nccl.ClusterLink.algorithms' words, kept
+    on a cluster), said beside their cost; '' where the row has none (another network, one GPU)."""
+    said = row.get(column) if column in row else None
+    return f" ({said})" if isinstance(said, str) and said else ""
+
+
+def algorithm_changes(rows, column: str, gpus=lambda n: f"w{n}", what: str = "its all-reduces") -> str:
     """'; its all-reduces run mostly as NVLS/Simple from w8, NVLS-tree/Simple from w16': where the pair that carries
-    most of the all-reduces' time (`column`: comm_algorithm, full_size_algorithm) changes along `rows` (one a GPU
-    count, fewest first; `gpus` names a count), often why efficiency steps down there; '' where it never does."""
+    most of `what`'s time (`column`: comm_algorithm, full_size_algorithm, zero_full_size_broadcast_algorithm, …)
+    changes along `rows` (one a GPU count, fewest first; `gpus` names a count), often why efficiency steps down
+    there; '' where it never does."""
     pairs = [(int(r["world_size"]), r.get(column)) for r in rows if isinstance(r.get(column), str) and r.get(column)]
     merged = [pair for k, pair in enumerate(pairs) if k == 0 or pair[1] != pairs[k - 1][1]]
     if len(merged) <= 1:
         return ""
     said = ", ".join(f"{pair} from {gpus(n)}" for n, pair in merged)
-    return f"; its all-reduces run mostly as {said}"
+    return f"; {what} run mostly as {said}"
 
 
 COMMUNICATED = (("DDP", "comm_ms", "full_size_comm_ms"), ("ZeRO-1", "zero_broadcast_ms", "zero_full_size_broadcast_ms"),
@@ -229,9 +235,9 @@ def zero_broadcasts(rows: list[pd.Series], *, every: bool = True) -> str:
     packed = ", ".join(f"{ms_text(r['zero_bucket_view_full_size_broadcast_ms'])} ms at w{int(r['world_size'])}"
                        for r in worth)  # fmt: skip
     packed = f"; parameters_as_bucket_view=true, one broadcast a rank, would take {packed}" if worth else ""
-    return (
-        f"{int(last['zero_full_size_broadcasts'])} broadcasts, one a parameter, take at least {sent} ms{span}{packed}"
-    )
+    changes = algorithm_changes(rows, "zero_full_size_broadcast_algorithm", what="they")
+    return (f"{int(last['zero_full_size_broadcasts'])} broadcasts{run_as(last, 'zero_full_size_broadcast_algorithms')}"
+            f", one a parameter, take at least {sent} ms{span}{changes}{packed}")  # fmt: skip
 
 
 def fsdp_exposed_words(row) -> str:
@@ -244,19 +250,31 @@ def fsdp_exposed_words(row) -> str:
     return f", at least {ms_text(exposed if exposed >= 1e-3 else 0.0)} ms of them exposed"
 
 
-def fsdp_floor_why(row: pd.Series) -> str:
+def fsdp_floor_why(row: pd.Series, rows=()) -> str:
     """Why FSDP2's full-size floor at `row`'s GPU count is what it is, in full: its gathers over its units, its
-    reduce-scatters, one at a time, its optimizer on 1/n, its own cost where added."""
+    reduce-scatters (each as NCCL runs them, and where that changes along `rows`, one a GPU count: fsdp_changes),
+    one at a time, its optimizer on 1/n, its own cost where added."""
     own = f"; FSDP's own cost at one rank, {ms_text(row['fsdp_own_ms'])} ms, added" if row["fsdp_own_ms"] > 0 else ""
     exposed = fsdp_exposed_words(row)
     return (
         f"each block is all-gathered before its forward and again before its backward, the root once "
         f"({int(row['fsdp_full_size_gathers'])} gathers a step over {int(row['fsdp_full_size_units'])} units), "
-        f"each reduce-scattered after its backward; the gathers take at least "
-        f"{ms_text(row['fsdp_full_size_gather_ms'])} ms and the reduce-scatters "
-        f"{ms_text(row['fsdp_full_size_scatter_ms'])} ms, one at a time{exposed}; its optimizer steps "
+        f"each reduce-scattered after its backward; the gathers{run_as(row, 'fsdp_full_size_gather_algorithms')} "
+        f"take at least {ms_text(row['fsdp_full_size_gather_ms'])} ms and the reduce-scatters"
+        f"{run_as(row, 'fsdp_full_size_scatter_algorithms')} {ms_text(row['fsdp_full_size_scatter_ms'])} ms, one at "
+        f"a time{exposed}{fsdp_changes(rows, lambda n: f'{n:,} GPUs')}; its optimizer steps "
         f"1/{int(row['world_size'])} of every parameter ({ms_text(row['fsdp_optimizer_ms'])} ms){own}"
     )
+
+
+def fsdp_changes(rows, gpus=lambda n: f"w{n}") -> str:
+    """Where the pair that carries most of FSDP2's full-size gathers', then reduce-scatters', time changes along
+    `rows` (algorithm_changes)."""
+    gathers, scatters = (algorithm_changes(rows, f"fsdp_full_size_{op}_algorithm", gpus, "they")
+                         for op in ("gather", "scatter"))  # fmt: skip
+    if gathers == scatters:  # alike: said once
+        return gathers.replace("; they", "; its gathers and reduce-scatters", 1)
+    return gathers.replace("; they", "; its gathers", 1) + scatters.replace("; they", "; its reduce-scatters", 1)
 
 
 CAP_MISS = 0.25

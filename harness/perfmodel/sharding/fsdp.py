@@ -237,6 +237,8 @@ class FsdpFloor(NamedTuple):
     scatter_s: float  # every reduce-scatter's
     collectives: int
     exposed_s: float = float("nan")  # at least: the floor beyond forward and backward, the optimizer's shard and own
+    gather_bytes: tuple[int, ...] = ()  # each all-gather's (its output), forward's then backward's again
+    scatter_bytes: tuple[int, ...] = ()  # each reduce-scatter's (its input)
 
 
 def floor_with(profile: Profile, params, *, gather, scatter, world_size: int, reshard_after_forward: bool = True,
@@ -260,8 +262,10 @@ def floor_with(profile: Profile, params, *, gather, scatter, world_size: int, re
     gathered, sent = forward_gathers + sum(again), sum(rss.values())
     end = max(gathered + sent, ags.get(None, 0.0) + profile.forward_s + backward + root_scatter,
               forward_gathers + backward + root_scatter)  # fmt: skip
+    gathers = [*ags, *([k for k in ags if k is not None and k in rss] if reshard_after_forward else [])]
+    sizes = (tuple(_bytes(units[k]) for k in gathers), tuple(_bytes(units[k], trained) for k in rss))
     return FsdpFloor(end + profile.optimizer_s / max(world_size, 1) + own_s, gathered, sent,
-                     len(ags) + len(again) + len(rss), end - profile.forward_s - backward)  # fmt: skip
+                     len(ags) + len(again) + len(rss), end - profile.forward_s - backward, *sizes)  # fmt: skip
 
 
 # ---------------------------------------------------------------- a cluster's frame and a run's rows

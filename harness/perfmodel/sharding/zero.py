@@ -103,6 +103,7 @@ class ZeroChange:
     broadcasts: int
     largest_share: float  # that rank's share of the elements
     own_s: float = 0.0  # ZeRO's own cost beyond DDP's (`own_cost_s`); 0 where not measured or left out
+    messages: tuple[int, ...] = ()  # each broadcast's bytes, in the order they are sent
 
     def step_s(self, ddp_step_s: float) -> float:
         return ddp_step_s - self.whole_optimizer_s + self.optimizer_s + self.broadcast_s + self.own_s
@@ -118,7 +119,8 @@ def zero_change(profile: Profile, *, sender, world_size: int, bucket_view: bool 
     share = largest_share(profile.grads, profile.frozen, world_size)
     messages = broadcast_messages(everything, world_size, bucket_view=bucket_view)
     sent = sum(sender.broadcast_s(nbytes, world_size) for nbytes in messages)
-    return ZeroChange(profile.optimizer_s, profile.optimizer_s * share, sent, len(messages), share, own_s)
+    return ZeroChange(profile.optimizer_s, profile.optimizer_s * share, sent, len(messages), share, own_s,
+                      tuple(messages))  # fmt: skip
 
 
 @dataclasses.dataclass(frozen=True)

@@ -69,8 +69,11 @@ def floors_why(group: pd.DataFrame) -> str:
     if not frames or not ranked.floors_in(frames[-1], "zero_full_size_largest_share"):
         return ""
     zero, fsdp = [ranked.ranked_row(f, *ranked.ZERO_COLUMNS, "ZeRO-1") for f in frames], frames[-1].iloc[0]
-    fsdp = "" if pd.isna(fsdp.get("fsdp_full_size_gather_ms")) else (
-        f" FSDP2's: {ranked.fsdp_floor_why(fsdp)} ({ranked.CLUSTER_SHARDED}).")  # fmt: skip
+    fsdp = (
+        ""
+        if pd.isna(fsdp.get("fsdp_full_size_gather_ms"))
+        else (f" FSDP2's: {ranked.fsdp_floor_why(fsdp, [f.iloc[0] for f in frames])} ({ranked.CLUSTER_SHARDED}).")
+    )
     return (f"<p>Why the floors at {int(zero[-1]['world_size'])} GPUs: ZeRO-1's, {esc(ranked.zero_floor_why(zero))} "
             f"({esc(ranked.CLUSTER_BROADCASTS)}).{esc(fsdp)}</p>")  # fmt: skip
 

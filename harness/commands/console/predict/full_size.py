@@ -111,6 +111,8 @@ def fsdp_answer(frames: list[pd.DataFrame], *, whose: str, small: str, caveat: s
     mine = _own_prediction(small, rows, rows, "fsdp_full_size_step_floor_ms", "fsdp_step_ms")
     say(f"ddpbench predict: and FSDP2 (fully_shard on each block and the root, its defaults): for {whose}, at least "
         f"{_steps(rows, 'fsdp_full_size_step_floor_ms')}, its floor{mine}. Why at w{int(last['world_size'])}: its "
-        f"{int(last['fsdp_full_size_gathers'])} gathers take at least {ms_text(last['fsdp_full_size_gather_ms'])} ms "
-        f"and its reduce-scatters {ms_text(last['fsdp_full_size_scatter_ms'])} ms, one at a time{own}"
+        f"{int(last['fsdp_full_size_gathers'])} gathers{ranked.run_as(last, 'fsdp_full_size_gather_algorithms')} take "
+        f"at least {ms_text(last['fsdp_full_size_gather_ms'])} ms and its reduce-scatters"
+        f"{ranked.run_as(last, 'fsdp_full_size_scatter_algorithms')} {ms_text(last['fsdp_full_size_scatter_ms'])} ms, "
+        f"one at a time{own}{ranked.fsdp_changes(rows)}"
         + (f" [{said}]" if said else ""))  # fmt: skip
