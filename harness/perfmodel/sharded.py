@@ -60,9 +60,16 @@ def cluster_frame(profile: Profile, *, caps: list[float], link, world_size: int,
     frame = with_compressed(predict_caps(profile, caps_mb=caps, link=link, world_size=world_size), profile,
                             link=link, world_size=world_size)  # fmt: skip
     sent = [[sum(g.nbytes for g in bucket) for bucket in bucket_layout(profile, cap)] for cap in caps]
-    frame = frame.assign(**_algorithms(link, sent, world_size, "comm"))
-    frame = zero.with_zero(frame, profile, link=link, world_size=world_size, own_s=zero_own.added_s,
-                           left_out_s=zero_own.left_out_s)  # fmt: skip
+    messages = zero.zero_change(profile, sender=link, world_size=world_size).messages  # how NCCL runs each
+    step = fsdp.predict_fsdp(fsdp_part.profile, gather=link, scatter=link, world_size=world_size)
+    run_as = _algorithms(link, sent, world_size, "comm") | _algorithms(
+        link, [messages], world_size, "zero_broadcast", "broadcast", len(caps)
+    )
+    for op, prefix in (("all_gather", "fsdp_gather"), ("reduce_scatter", "fsdp_scatter")):
+        run_as |= _algorithms(link, [[b for o, b in step.sent if o == op] if step else []], world_size, prefix, op,
+                              len(caps))  # fmt: skip
+    frame = zero.with_zero(frame.assign(**run_as), profile, link=link, world_size=world_size,
+                           own_s=zero_own.added_s, left_out_s=zero_own.left_out_s)  # fmt: skip
     return fsdp.with_fsdp(frame, fsdp_part.profile, gather=link, scatter=link, world_size=world_size,
                           own_s=fsdp_part.own_s, left_out_s=fsdp_part.left_out_s)  # fmt: skip
 

@@ -729,6 +729,24 @@ def test_predict_on_a_cluster_gives_the_step_per_cap_of_a_runs_profile(small_run
     w16 = lines[at + 7].split()
     assert w16[:3] == ["16", "stock", "at"]
     assert float(w16[5].removeprefix("≥")) in {float(f"{v:.4g}") for v in floor_w16}
+    # a run benched at the size it will train (no floors) says its own profile's ZeRO-1 and FSDP2 why: each of their
+    # collectives named as NCCL runs it there too, from the rows' own picks
+    from harness.commands.console import predictions
+
+    capsys.readouterr()
+    own = [f.drop(columns=[c for c in f if "full_size" in c]) for _, f in frame.groupby("world_size", sort=True)]
+    predictions.zero_answer(own, optimizer_ms=0.01, largest=(None, 0.0))
+    predictions.fsdp_answer(own)
+    zero_own, fsdp_own = capsys.readouterr().out.splitlines()
+    last = agreement.answer_row(own[-1])
+    broadcasts, gathers, scatters = (last[f"{c}_algorithms"] for c in ("zero_broadcast", "fsdp_gather", "fsdp_scatter"))
+    assert (
+        broadcasts and f"{int(last['zero_broadcasts'])} broadcasts ({broadcasts}), one a parameter, take " in zero_own
+    )
+    assert (
+        f"the gathers ({gathers}) take {ms_text(last['fsdp_gather_ms'])} ms and the reduce-scatters ({scatters}) "
+        in fsdp_own
+    )
 
 
 @pytest.mark.parametrize(

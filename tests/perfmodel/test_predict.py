@@ -447,6 +447,8 @@ def test_predict_run_on_this_machine_answers_for_zero_and_fsdp_at_the_gpu_count_
         "run_batch_size",
         "own_cost_whose",
         "train_options",
+        # how NCCL's tuner runs each collective: a cluster's alone (nccl.ClusterLink.algorithms)
+        *(f"{c}_algorithm{s}" for c in ("comm", "zero_broadcast", "fsdp_gather", "fsdp_scatter") for s in ("", "s")),
     }
     floors = {column for column in cluster_rows.columns if "full_size" in column}  # a smaller size's run on a cluster
     assert floors and set(rows[1].columns) == set(cluster_rows.columns) - only_cluster - floors | {"network"}

@@ -303,8 +303,10 @@ def zero_answer(
         f"{last['zero_largest_share']:.1%} of "
         f"the elements at w{int(last['world_size'])} ({ms_text(optimizer_ms)} → "
         f"{ms_text(last['zero_optimizer_ms'])} ms{bound}), "
-        f"then each rank broadcasts what it updated, overlapping nothing: {int(last['zero_broadcasts'])} broadcasts, "
-        f"one a parameter, take {sent} ms{span}{packed}{own_cost_words(last)}{_bracketed(priced, caveat)}"
+        f"then each rank broadcasts what it updated, overlapping nothing: {int(last['zero_broadcasts'])} broadcasts"
+        f"{ranked.run_as(last, 'zero_broadcast_algorithms')}, one a parameter, take {sent} ms{span}"
+        f"{ranked.algorithm_changes(rows, 'zero_broadcast_algorithm', what='they')}{packed}{own_cost_words(last)}"
+        f"{_bracketed(priced, caveat)}"
     )
 
 
@@ -329,10 +331,11 @@ def fsdp_answer(frames: list[pd.DataFrame], *, caveat: str = "", priced: str = C
         f"ms at the caps above). Why: each block is "
         f"all-gathered before its forward and again before its backward, the root once ({int(last['fsdp_gathers'])} "
         f"gathers a step over {int(last['fsdp_units'])} units), each reduce-scattered after its backward; at "
-        f"w{int(last['world_size'])} the gathers take {ms_text(last['fsdp_gather_ms'])} ms and the reduce-scatters "
+        f"w{int(last['world_size'])} the gathers{ranked.run_as(last, 'fsdp_gather_algorithms')} take "
+        f"{ms_text(last['fsdp_gather_ms'])} ms and the reduce-scatters{ranked.run_as(last, 'fsdp_scatter_algorithms')} "
         f"{ms_text(last['fsdp_scatter_ms'])} ms, of which {ms_text(last['fsdp_exposed_ms'])} ms are not hidden behind "
-        f"compute; its optimizer steps 1/{int(last['world_size'])} of every parameter "
-        f"({ms_text(last['fsdp_optimizer_ms'])} ms){own}{_bracketed(priced, caveat)}"
+        f"compute{ranked.fsdp_changes(rows, full_size=False)}; its optimizer steps 1/{int(last['world_size'])} of "
+        f"every parameter ({ms_text(last['fsdp_optimizer_ms'])} ms){own}{_bracketed(priced, caveat)}"
     )
 
 

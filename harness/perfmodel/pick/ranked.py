@@ -267,10 +267,11 @@ def fsdp_floor_why(row: pd.Series, rows=()) -> str:
     )
 
 
-def fsdp_changes(rows, gpus=lambda n: f"w{n}") -> str:
+def fsdp_changes(rows, gpus=lambda n: f"w{n}", *, full_size: bool = True) -> str:
     """Where the pair that carries most of FSDP2's full-size gathers', then reduce-scatters', time changes along
-    `rows` (algorithm_changes)."""
-    gathers, scatters = (algorithm_changes(rows, f"fsdp_full_size_{op}_algorithm", gpus, "they")
+    `rows` (algorithm_changes; not `full_size`: the profile's own)."""
+    prefix = "fsdp_full_size_" if full_size else "fsdp_"
+    gathers, scatters = (algorithm_changes(rows, f"{prefix}{op}_algorithm", gpus, "they")
                          for op in ("gather", "scatter"))  # fmt: skip
     if gathers == scatters:  # alike: said once
         return gathers.replace("; they", "; its gathers and reduce-scatters", 1)

@@ -138,6 +138,7 @@ class FsdpStep:
     units: int  # those holding parameters
     own_s: float = 0.0  # FSDP's own cost, measured at one rank
     issued: tuple[tuple[str, int], ...] = ()  # (collective, unit: the root 0, block k k + 1), in the order issued
+    sent: tuple[tuple[str, int], ...] = ()  # (collective, its bytes: an all-gather's output, a reduce-scatter's input)
 
     @property
     def exposed_s(self) -> float:
@@ -181,10 +182,11 @@ def predict_fsdp(profile: Profile, *, gather, scatter, world_size: int, reshard_
     clock = _backward(found, ags if reshard_after_forward else [0.0] * len(ags), rss, network, clock)
     optimizer = profile.optimizer_s / max(world_size, 1)
     issued = tuple((op, k) for op, k, _ in network.sent)
+    sent = tuple((op, every[k].nbytes if op == "all_gather" else every[k].scattered) for op, k in issued)
     return FsdpStep(max(clock, network.free_s) + optimizer + own_s, found.compute_s, optimizer,
                     network.spent("all_gather"), network.spent("reduce_scatter"),
                     [op for op, _ in issued].count("all_gather"), len([u for u in every if u.nbytes]), own_s,
-                    issued)  # fmt: skip
+                    issued, sent)  # fmt: skip
 
 
 def _forward(found: Units, ags: list[float], network: _Network) -> float:
