@@ -94,12 +94,13 @@ def test_the_cpu_profiles_collectives_table_sets_a_benched_2_byte_hook_beside_dd
     from harness.commands.console.predict.steps import collectives_answer
     from harness.perfmodel.pick.compressed import benched_hooks
 
-    configs = pd.DataFrame({"impl": ["stock", "stock", "stock", "stock"], "workload": ["gpt2", "gpt2", "gpt2", "mlp"],
+    configs = pd.DataFrame({"impl": ["stock", "stock", "stock", "stock", "no-such"],
+                            "workload": ["gpt2", "gpt2", "gpt2", "mlp", "gpt2"],
                             "impl_options": [json.dumps(o) for o in ({}, {"comm_hook": "fp16", "static_graph": False},
                                                                      {"comm_hook": "fp16", "static_graph": True},
-                                                                     {"comm_hook": "bf16"})],
-                            "bucket_cap_mb": [25.0, 25.0, 25.0, 5.0]})  # fmt: skip
-    hooks = benched_hooks(configs, "gpt2")  # with static_graph: another option the table's models leave out
+                                                                     {"comm_hook": "bf16"}, {"comm_hook": "fp16"})],
+                            "bucket_cap_mb": [25.0, 25.0, 25.0, 5.0, 1.0]})  # fmt: skip
+    hooks = benched_hooks(configs, "gpt2")  # with static_graph: another option; another strategy's hook: not DDP's
     assert hooks == {25.0: "stock comm_hook=fp16"} and benched_hooks(configs) == {**hooks, 5.0: "stock comm_hook=bf16"}
     frame = pd.DataFrame({"world_size": [8, 8], "nodes": [1, 1], "bucket_cap_mb": [5.0, 25.0],
                           "full_size_mb": [1024.0] * 2, "full_size_comm_ms": [12.0, 10.0],

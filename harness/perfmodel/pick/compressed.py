@@ -27,11 +27,12 @@ def benched_hooks(configs: pd.DataFrame | None, workload: str | None = None) -> 
     comm_hook=bf16' where it benched both): where the network's table sets the hook's all-reduces beside DDP's."""
     if configs is None or configs.empty:
         return {}
-    rows = configs if workload is None or "workload" not in configs else configs[configs["workload"] == workload]
+    rows = configs[configs["impl"] == impls.reference_name()]  # another strategy's hook is no DDP's column
+    rows = rows if workload is None or "workload" not in rows else rows[rows["workload"] == workload]
     named: dict[float, list[str]] = {}
     for impl, options, cap in zip(rows["impl"], rows["impl_options"], rows["bucket_cap_mb"], strict=True):
         acting = {k: v for k, v in roles.beyond_defaults(impl, options).items() if k != "bucket_cap_mb"}
-        if impl == impls.reference_name() and acting in [{"comm_hook": hook} for hook in WIRE_BYTES]:
+        if acting in [{"comm_hook": hook} for hook in WIRE_BYTES]:
             labels = named.setdefault(round(float(cap), 6), [])
             labels += [label] if (label := strategy_label(impl, json.dumps(acting))) not in labels else []
     return {cap: ", ".join(labels) for cap, labels in sorted(named.items())}
