@@ -152,10 +152,8 @@ def _planned(args: argparse.Namespace, *, command: tuple[str, ...]):
     from harness.launch.torchrun import end_early, start_worker_early
 
     # Default: every visible GPU, or 2 simulated ranks on the CPU.
-    if cfgmod.likely_cpu(
-        args.device
-    ):  # the ranks' imports begin (or began, harness.cli) while this one checks the input
-        start_worker_early(local_ranks=args.gpus or 2)
+    if cfgmod.likely_cpu(args.device) and not getattr(args, "dry_run", False):  # a dry run launches nothing
+        start_worker_early(local_ranks=args.gpus or 2)  # the ranks' imports begin (or began, harness.cli)
     import impls  # its names() imports every strategy's module, and with them torch (1.1 s here)
 
     uses_cuda = args.device in ("auto", "cuda") and cfgmod.cuda_available()

@@ -128,6 +128,20 @@ def test_a_wrong_guess_of_the_cpu_ends_the_early_zygote(monkeypatch):
     assert not started[0].alive() and not zygote._running
 
 
+def test_a_dry_run_starts_no_ranks_imports(monkeypatch, tmp_path):
+    """--dry-run launches nothing: a zygote importing torch beside the command's own import only slowed its plan
+    (two imports on a loaded machine's cores), to be ended unused."""
+    from harness.config import bench as cfgmod
+    from harness.launch import zygote
+
+    monkeypatch.setattr(cfgmod, "likely_cpu", lambda requested: True)
+    started = []
+    monkeypatch.setattr(zygote, "for_launch", lambda module, env: started.append(module))
+    args = cli.build_parser().parse_args(["bench", "--results", str(tmp_path), "--impls", "naive", "--dry-run"])
+    *_, configurations = bench._planned(args, command=("ddpbench",))
+    assert configurations and started == []
+
+
 def test_the_command_line_starts_benchs_ranks_imports_before_the_commands_own(tmp_path):
     """`ddpbench bench` on the CPU starts its zygote once its flags are parsed, before it imports bench's module, the
     launcher and pandas (1.5-3 s here, which came first before); --dry-run and --resume start none from here."""
