@@ -20,7 +20,7 @@ from harness.commands import console
 from harness.commands.console import rounds
 from harness.commands.console.forecast import Auto
 from harness.commands.console.plan import say_plan
-from harness.commands.console.progress import Progress
+from harness.commands.console.progress import Progress, Status
 from harness.commands.resume import record_session, resume
 from harness.commands.summary import summarize, write_summary
 from harness.config.bench import BenchConfig, ConfigError, check_results_folder
@@ -177,6 +177,8 @@ def _dry_run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
     if args.resume or getattr(args, "retry_failed", False):
         raise ConfigError("--dry-run plans a new run; --resume (and --retry-failed) finish a stored one (its plan is "
                           "in its run.json)")  # fmt: skip
+    # torch's import, before the flags are checked: on a terminal only (a CI user's sat 30 s silent, loaded)
+    Status("bench").show("importing torch", checked=False)
     config, device, configurations = _planned(args, command=command)
     end_early()  # the ranks' early imports: nothing will be launched
     if config.node_rank == 0:  # as a run checks it: a --run-id taken, a folder that cannot be written (a probe, gone)

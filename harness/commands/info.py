@@ -43,8 +43,11 @@ def run_list(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
         for describe in [count() for count in counters]:
             describe()
         return 0
+    status = Status("list")  # every strategy's and workload's module imported (torch), each model counted once
+    status.show("importing the strategies")
+    strategies = impls.REGISTRY.entries()
     console.say("strategies:")
-    for entry in impls.REGISTRY.entries():
+    for entry in strategies:
         # An option left unset by default lets the library choose (DDP's own bucket cap): say so, not "None".
         options = ", ".join(f"{o.name}={'unset' if o.default is None else o.default}" for o in entry.options().values())
         warmups = getattr(entry.cls, "warmup_needed", {})
@@ -54,6 +57,7 @@ def run_list(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
     console.say("workloads (parameters per size; options set with --wopt KEY=V[,V…]):")
     for entry in workloads.REGISTRY.entries():
         console.say(f"  {entry.name:<14} {entry.description}")
+        status.show(f"counting {entry.name} at each size on the meta device")
         console.say(f"  {'':<14} {_sizes_line(entry.name)}")
         options = ", ".join(f"{o.name}={o.default}" for o in entry.options().values() if o.name != "size")
         if options:

@@ -260,3 +260,20 @@ def test_a_fault_set_is_said_at_the_start_and_marked_on_the_run_page_and_index(c
     assert run_page.fault_alarm(meta).startswith('<p class="alarm">FAULT INJECTED on purpose: DDPBENCH_FAULT=')
     assert index._fault_mark(meta).startswith('<span class="failed">fault injected (DDPBENCH_FAULT=slow:impl=stock')
     assert index._fault_mark({"run_id": "a", "environment": {"env_vars": {}}}) == run_page.fault_alarm({}) == ""
+
+
+def test_a_dry_runs_slow_forecast_says_what_it_waits_for(capsys, tmp_path, monkeypatch):
+    """A CI user's dry run sat silent 30.8 s: a model's first count on the meta device (its library's import) and the
+    CPU's timing come after the plan, before the forecast's line. Off a terminal, a part that lasts says so once."""
+    import time
+
+    from harness.commands.console import progress
+    from harness.measure import meta_counts
+
+    flops = meta_counts.flops
+    monkeypatch.setattr(progress, "QUIET_S", 0.01)
+    monkeypatch.setattr(meta_counts, "flops", lambda *a, **k: time.sleep(0.1) or flops(*a, **k))
+    flags = ["--impls", "stock", "--workloads", "mlp", "--size", "tiny", "--gpus", "1", "--repeats", "1"]
+    assert cli.main(["bench", "--dry-run", *flags, "--results", str(tmp_path / "r")]) == 0
+    err = capsys.readouterr().err
+    assert err.count("ddpbench bench: timing this CPU and counting mlp/tiny on the meta device…\n") == 1

@@ -5,6 +5,7 @@ written costs the count again, never an error."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import shutil
 from pathlib import Path
@@ -158,3 +159,18 @@ def test_list_from_the_cache_reads_it_once_and_imports_no_table_or_counting_code
     listed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                             env={**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")})  # fmt: skip
     assert listed.stdout.splitlines()[-1] == "[]"
+
+
+def test_list_says_which_model_it_counts_while_it_counts(cache, capsys, monkeypatch):
+    """`list` sat 22 s silent on a busy machine: the strategies' imports, then each model's sizes counted on the meta
+    device (transformers' import for bert) between two lines. Off a terminal, a part that lasts says so once."""
+    import time
+
+    from harness.commands.console import progress
+
+    count = info.parameter_count
+    monkeypatch.setattr(progress, "QUIET_S", 0.01)
+    monkeypatch.setattr(info, "parameter_count", lambda *a, **k: time.sleep(0.02) or count(*a, **k))
+    assert info.run_list(argparse.Namespace(names=[], wopt=None), command=()) == 0
+    err = capsys.readouterr().err
+    assert err.count("ddpbench list: counting mlp at each size on the meta device…\n") == 1

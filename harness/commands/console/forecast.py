@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 
 from harness.commands.console import fixed_cost_parts, say, warning
+from harness.commands.console.progress import Status
 from harness.config.ranks import available_cpus
 from harness.results.values import counted
 
@@ -35,6 +36,9 @@ def say_forecast(configurations, results, *, threads: int = 1, auto: Auto | None
 
     if not configurations:
         return
+    status = Status("bench")  # a dry run's slow parts, each said off a terminal once it has lasted 2 s
+    if dry:
+        status.show(f"reading the earlier runs in {str(results)!r}")
     medians = medians_here(configurations, results)
     found = forecast(configurations, results, medians=medians)
     if not found.total:  # every configuration skipped here: nothing to time
@@ -52,6 +56,8 @@ def say_forecast(configurations, results, *, threads: int = 1, auto: Auto | None
         return
     from harness.analysis.forecast import paced_here
 
+    if found.unmeasured:  # a model's first count builds it (and imports its library): seconds
+        status.show(f"timing this CPU and counting {_workloads(found.unmeasured)} on the meta device")
     pace = _best_pace(configurations[0], threads=threads) if found.unmeasured else (None, "")
     paced = paced_here(configurations, results) if found.unmeasured else []
     floor = _estimate(found.unmeasured, paced, threads=threads, pace=pace)
@@ -163,6 +169,11 @@ def _floor_text(floor: Estimate, which: str, counted: str) -> str:
     return (f"{word} {_span(floor.low_s, floor.high_s)} of steps ({which}: at least {minutes_text(floor.floor_s)} "
             f"by {floor.how}; steps earlier runs here measured (as many ranks, within {ALIKE:g}× their "
             f"FLOPs) ran {_times(low, high)} theirs{like}{counted})")  # fmt: skip
+
+
+def _workloads(configurations) -> str:
+    """The models the configurations build, each once, as the plan names them (gpt2/small)."""
+    return ", ".join(dict.fromkeys(f"{cfg.workload}/{cfg.size}" for cfg in configurations))
 
 
 def _span(low: float, high: float) -> str:
