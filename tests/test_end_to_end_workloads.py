@@ -23,7 +23,7 @@ def test_every_workload_runs_with_stock_and_bucketed_at_two_world_sizes(tmp_path
     # every strategy's verdict against the reference is said, open with one repeat (a walkthrough found them only
     # on the run page unless --repeats auto)
     verdicts = done.stdout.split("ddpbench: each strategy against stock at its world size", 1)[1]
-    assert all(f"  w2 {name}/tiny bucketed vs stock: open after 1 repeat (" in verdicts for name in names)
+    assert all(f"  w2 {name}/tiny bucketed vs stock: open after 1 repeat; " in verdicts for name in names)
     configs = pd.read_parquet(tmp_path / "all" / "configs")
     assert len(configs) == len(names) * 2 * 2
     failed = configs[configs["status"] != "ok"]

@@ -204,10 +204,18 @@ said to be a rough guide: 3 repeats once said 'need about 5', and the 6th found 
 
 
 def rough_guide(repeats: int | None) -> str:
-    """' (a rough guide from 3 repeats)' under ROUGH_UNDER repeats, else '': the one mark of every figure sized from
-    so few repeats' spread."""
+    """', a rough guide from 3 repeats' under ROUGH_UNDER repeats, else '': the one mark of every figure sized from
+    so few repeats' spread; a clause, not a bracket, as the figures it marks are mostly said inside one."""
     few = repeats is not None and repeats < ROUGH_UNDER
-    return f" (a rough guide from {repeats_text(int(repeats))})" if few else ""  # '1 repeat', not '1 repeats'
+    return f", a rough guide from {repeats_text(int(repeats))}" if few else ""  # '1 repeat', not '1 repeats'
+
+
+def open_text(repeats: int, so_far: str, needed, *, why: str = "") -> str:
+    """An open verdict: 'open after 2 repeats; so far 0.81× stock's step (1.24× faster; …); need about 4, a rough
+    guide from 2 repeats', the console's and the run page's. Said after a semicolon, not inside a bracket of its own:
+    its estimate carries one (a bracket in a bracket read as a slip)."""
+    so_far = f"; so far {so_far}" if so_far else ""
+    return f"open after {repeats_text(repeats)}{so_far}; {needed_text(needed, repeats)}{why}"
 
 
 def needed_text(needed, repeats: int | None = None) -> str:

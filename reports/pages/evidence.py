@@ -240,8 +240,7 @@ def decided_text(row) -> str:
         return f"after {stats.repeats_text(int(row.decided_after))}"
     needed = None if pd.isna(row.repeats_needed) else int(row.repeats_needed)
     so_far = getattr(row, "so_far", "")
-    so_far = f"so far {so_far}; " if isinstance(so_far, str) and so_far else ""
-    return f"open after {stats.repeats_text(int(row.repeats))} ({so_far}{stats.needed_text(needed, int(row.repeats))})"
+    return stats.open_text(int(row.repeats), so_far if isinstance(so_far, str) else "", needed)
 
 
 def decisions_section(decisions: pd.DataFrame, config: dict) -> str:

@@ -64,7 +64,7 @@ def test_an_open_ratio_says_its_estimate_and_interval_so_far():
     judged = stats.ratio_interval(*at_w2, confidence=CONFIDENCE)
     assert judged["low"] < judged["ratio"] < judged["high"]
     assert verdict.line().startswith(
-        f"w2 gpt2/tiny naive vs stock bucket_cap_mb=25: open after 2 repeats (so far {judged['ratio']:.2f}× the "
+        f"w2 gpt2/tiny naive vs stock bucket_cap_mb=25: open after 2 repeats; so far {judged['ratio']:.2f}× the "
         f"step of stock bucket_cap_mb=25 ({CONFIDENCE * 100:.3g}% interval {judged['low']:.2f}–{judged['high']:.2f}); "
         "need"
     )
@@ -90,18 +90,18 @@ def test_the_console_says_how_many_are_decided_what_runs_next_and_what_stayed_op
     versus = sweep.versus_reference(sweep.recommendations(configs, steps, confidence=CONFIDENCE).iloc[0])
     assert said[0] == (
         f"ddpbench: repeats auto after 2 repeats: open (1 of 1): w2 gpt2/tiny stock (so far fastest 1 "
-        f"MiB; {versus}); 2 more configuration runs, about 75 s to decide them at the spread seen (a "
-        "rough guide from 2 repeats)"
+        f"MiB; {versus}); 2 more configuration runs, about 75 s to decide them at the spread seen, a "
+        "rough guide from 2 repeats"
     )  # the verdict named, with its estimate as it forms
-    assert said[-1].endswith("at the spread seen (a rough guide from 2 repeats), more than the 30 s left of "
+    assert said[-1].endswith("at the spread seen, a rough guide from 2 repeats, more than the 30 s left of "
                              "--budget")  # fmt: skip
     said = said[:-1]
     assert said[1] == ("ddpbench: repeats auto: 0 of 1 verdicts decided after 20 repeats; 1 left open "
                        "(--max-repeats reached). Every verdict:")  # fmt: skip
     # Open, it still says what the evidence bounds: the fastest cap so far and 25 MiB's ratio to it, interval and all.
     assert "% interval" in versus
-    assert said[2].startswith(f"  w2 gpt2/tiny stock: open after 2 repeats (so far fastest 1 MiB; {versus}; need about")
-    assert said[2].endswith(" (a rough guide from 2 repeats))")  # its count, sized from 2 repeats' spread
+    assert said[2].startswith(f"  w2 gpt2/tiny stock: open after 2 repeats; so far fastest 1 MiB; {versus}; need about")
+    assert said[2].endswith(", a rough guide from 2 repeats")  # its count, sized from 2 repeats' spread
     plain, plain_steps = rows({1.0: 150.0, 25.0: 100.0}, repeats=3)
     out.truncate(0), out.seek(0)
     rounds.verdict_round(Decided(decide.verdicts(plain, plain_steps, confidence=CONFIDENCE), 3, None), next_round=[])
@@ -146,13 +146,13 @@ def test_each_round_says_what_changed_once_and_a_terminal_shows_the_rest_in_plac
         said = out.getvalue().splitlines()
         decided_line = ("ddpbench: repeats auto after 4 repeats: decided w2 mlp/tiny fsdp vs stock (slower); open (1 "
                         "of 2): w2 mlp/tiny stock (so far fastest 1 MiB after 4); 3 more configuration runs, about "
-                        "40 s to decide them at the spread seen (a rough guide from 4 repeats)")  # fmt: skip
+                        "40 s to decide them at the spread seen, a rough guide from 4 repeats")  # fmt: skip
         if progress is None:  # a log: a line a round, each with the estimates as they form, the decision said once
             assert len(said) == 4 and said[2] == decided_line
             assert said[1] == ("ddpbench: repeats auto after 3 repeats: open (2 of 2): w2 mlp/tiny stock (so "
                                "far fastest 1 MiB after 3); w2 mlp/tiny fsdp vs stock (so far fastest 1 MiB after 3); "
-                               "3 more configuration runs, about 60 s to decide them at the spread seen (a rough "
-                               "guide from 3 repeats)")  # fmt: skip
+                               "3 more configuration runs, about 60 s to decide them at the spread seen, a rough "
+                               "guide from 3 repeats")  # fmt: skip
             assert sum("fsdp" in line for line in said[2:]) == 1
         else:  # a terminal: only the round that decided something is a line; the bar shows every round's standing
             assert said == [decided_line]
@@ -185,8 +185,8 @@ def test_a_verdict_given_up_runs_no_more_and_says_why(monkeypatch):
     still = decide.Verdict(decide.STRATEGY, "w2 mlp/small naive vs stock", "too few repeats to tell", False, 8, 30,
                            frozenset({"b", "c"}))  # fmt: skip
     assert decide.open_config_ids([hopeless, still]) == {"b", "c"}  # "b" runs again for the other verdict
-    assert hopeless.line() == ("w2 mlp/small stock: open after 8 repeats (need about 167; out of reach within "
-                               "--max-repeats at this spread, so given up)")  # fmt: skip
+    assert hopeless.line() == ("w2 mlp/small stock: open after 8 repeats; need about 167; out of reach within "
+                               "--max-repeats at this spread, so given up")  # fmt: skip
     out = io.StringIO()
     monkeypatch.setattr(console, "say", lambda line: out.write(line + "\n"))
     rounds.verdict_round(Decided([hopeless], 8, None, stopped_by="out of reach"), next_round=[])

@@ -144,9 +144,9 @@ def test_without_the_default_the_best_must_beat_every_other_cap():
 def test_the_repeats_needed_are_said_as_a_number_until_no_practical_number_will_do():
     assert stats.needed_text(7) == "need about 7"
     # sized from 3 repeats' spread, a count is as rough as the time it predicts (3 repeats said 5; the 6th, 341)
-    assert stats.needed_text(7, 3) == "need about 7 (a rough guide from 3 repeats)"
-    assert stats.rough_guide(1) == " (a rough guide from 1 repeat)"  # a walkthrough's "from 1 repeats"
-    assert stats.rough_guide(np.float64(2)) == " (a rough guide from 2 repeats)"  # as a stored row holds it
+    assert stats.needed_text(7, 3) == "need about 7, a rough guide from 3 repeats"
+    assert stats.rough_guide(1) == ", a rough guide from 1 repeat"  # a walkthrough's "from 1 repeats"
+    assert stats.rough_guide(np.float64(2)) == ", a rough guide from 2 repeats"  # as a stored row holds it
     assert stats.needed_text(7, stats.ROUGH_UNDER) == "need about 7"
     assert stats.needed_text(stats.MAX_REPEATS).startswith(f"need more than {stats.MAX_REPEATS}")
     assert stats.needed_text(None) == "need more"
@@ -281,3 +281,36 @@ def test_a_sweeps_need_is_its_deciding_verdicts_so_the_cap_table_and_the_verdict
     best, reference = noisy_third[table["best_cap_mb"]], noisy_third[25.0]
     alone = sweep.cap_pair_verdict(reference, best, aligned=True, threshold=stats.DEFAULT_THRESHOLD, confidence=0.95)
     assert table["repeats_needed"] == alone["repeats_needed"] == 15  # once 137, from every cap's spread pooled
+
+
+def _deepest(line: str) -> int:
+    depth = deepest = 0
+    for ch in line:
+        depth += (ch == "(") - (ch == ")")
+        deepest = max(deepest, depth)
+    return deepest
+
+
+def test_no_verdict_line_puts_a_bracket_inside_a_bracket():
+    """'(99% interval too wide to bound it (more repeats narrow it))', 'need about 4 (a rough guide from 2
+    repeats))': the shared words (the rough guide, the need, an interval too wide) said inside the brackets every
+    verdict line puts them in. Built from the tests' runs and an open ratio's words, none nests."""
+    from pathlib import Path
+
+    from harness.analysis.verdicts import decide
+    from harness.commands.console import forecast
+    from harness.results import store
+
+    lines = [f"(have {n}, {stats.needed_text(7, n)})" for n in (1, 2, 6)] + [f"(99% interval {sweep.TOO_WIDE})"]
+    so_far = decide._ratio_so_far({"low": 0.5, "high": 1.2, "ratio": 0.81}, 0.995, "stock")
+    lines.append(decide.Verdict("ratio", "w2 mlp/tiny naive vs stock", "", False, 2, 4, frozenset(),
+                                so_far=so_far).line())  # fmt: skip
+    data = Path(__file__).resolve().parents[1] / "data"
+    for name in ("cpu_run", "bucket_sweep"):
+        configs, steps = store.read_configs(data / name), store.read_steps(data / name)
+        lines += [v.line() for v in decide.verdicts(configs, steps, confidence=0.995, max_repeats=2)]
+        lines += [sweep.describe(row) for _, row in sweep.recommendations(configs, steps, confidence=0.995).iterrows()]
+    estimate = forecast.Estimate(60.0, 2, "their FLOPs at X", 90.0, 120.0, alike=1, ratios=(1.5, 2.0))
+    lines += [forecast._floor_text(estimate, "all 2", ""), forecast._floor_text(forecast.Estimate(6, 1, "X", 6, 6),
+                                                                                  "the configuration", "")]  # fmt: skip
+    assert len(lines) > 8 and [line for line in lines if _deepest(line) > 1] == []

@@ -73,8 +73,8 @@ def test_a_sweep_recommends_its_known_optimum_and_nothing_at_world_size_1():
     row = frame.iloc[0]
     assert row["best_cap_mb"] == 5.0 and row["decision"] == "recommend" and row["repeats"] == 5
     assert 0.05 < row["gain_vs_default"] < 0.15
-    assert "w2 gpt2/tiny stock: use bucket_cap_mb=5 (fastest 5 MiB" in sweep.describe(row)
-    assert "; the fewest repeats a cap had: 5)" in sweep.describe(
+    assert "w2 gpt2/tiny stock: use bucket_cap_mb=5; fastest 5 MiB" in sweep.describe(row)
+    assert "; the fewest repeats a cap had: 5" in sweep.describe(
         row
     )  # the fewest: --repeats auto reruns open caps only
 
@@ -84,7 +84,7 @@ def test_a_cap_is_named_as_given_not_as_the_whole_bytes_ddp_recorded():
     configs, steps = sweep_rows({0.05: 80.0, 25.0: 100.0})
     configs.loc[configs["bucket_cap_mb"] == 0.05, "bucket_cap_mb"] = 52_428 / 2**20
     row = sweep.recommendations(configs, steps).iloc[0]
-    assert row["best_cap_mb"] == 0.05 and "use bucket_cap_mb=0.05 (fastest 0.05 MiB" in sweep.describe(row)
+    assert row["best_cap_mb"] == 0.05 and "use bucket_cap_mb=0.05; fastest 0.05 MiB" in sweep.describe(row)
 
 
 def test_the_local_baseline_gets_no_recommendation():
@@ -102,7 +102,7 @@ def test_one_repeat_per_cap_is_too_few_to_tell():
     configs, steps = sweep_rows({1.0: 130.0, 25.0: 100.0}, world_sizes=(2,), repeats=1)
     row = sweep.recommendations(configs, steps).iloc[0]
     assert sweep.answer(row).startswith("too few repeats to tell (have 1, need about ")
-    assert "(leading so far 25 MiB: " in sweep.describe(row) and "fastest" not in sweep.describe(row)
+    assert "; leading so far 25 MiB: " in sweep.describe(row) and "fastest" not in sweep.describe(row)
 
 
 def test_a_run_without_several_caps_has_no_recommendation():
@@ -297,13 +297,13 @@ def test_caps_that_make_the_same_buckets_are_one_measurement_flat_and_decided():
     assert row["best_step_ms"] == pytest.approx(np.sqrt(100.0 * 112.0), rel=0.03) and row["best_cap_mb"] == 25.0
     assert all(row[key] is None or pd.isna(row[key]) for key in ("gain_vs_default", "next_cap_mb", "next_gain"))
     said = sweep.describe(pd.Series(row))
-    assert f"(the caps' launches pooled: {row['best_step_ms']:.2f} ms, " in said and "fastest" not in said, said
+    assert f"; the caps' launches pooled: {row['best_step_ms']:.2f} ms, " in said and "fastest" not in said, said
     assert "the caps' launches pooled: " in console._fastest_cap(pd.Series(row))  # --repeats auto's line alike
     out = io.StringIO()
     with contextlib.redirect_stdout(out):  # two strategies' sweeps of one layout: the why said once, not twice
         console.recommendations(pd.DataFrame([row, {**row, "impl": "zero"}]))
     assert out.getvalue().count(sweep.ONLY_BETWEEN) == 1, out.getvalue()
-    assert "zero: flat: any of 1, 25 MiB (every cap makes the same buckets) (" in out.getvalue()
+    assert "zero: flat: any of 1, 25 MiB (every cap makes the same buckets); " in out.getvalue()
     split = one_bucket.assign(bucket_sizes_mb=[[0.19]] * (len(configs) - 1) + [[0.1, 0.09]])  # one layout differs
     (row,) = sweep.recommendations(split, steps).to_dict("records")
     assert row["same_buckets_mb"] is None and row["decision"] == stats.RECOMMEND  # judged on its repeats
@@ -332,7 +332,7 @@ def test_an_interval_too_wide_to_bound_the_step_is_said_so_not_printed():
     configs, steps = sweep_rows({1.0: 130.0, 25.0: 100.0}, world_sizes=(2,), repeats=1)
     row = sweep.recommendations(configs, steps).iloc[0].copy()
     row["best_ci_low_ms"], row["best_ci_high_ms"] = 20.36, 169658.62
-    assert "its step's 95% CI too wide to bound it (more repeats narrow it)" in sweep.describe(row)
+    assert "its step's 95% CI too wide to bound it until more repeats narrow it" in sweep.describe(row)
     row["best_ci_low_ms"], row["best_ci_high_ms"] = 95.0, 105.0
     assert ", its step's 95% CI 95.00–105.00" in sweep.describe(row)  # the step's, beside the ratio's interval
 
@@ -343,13 +343,13 @@ def test_an_interval_that_bounds_nothing_is_said_too_wide_on_the_console_and_the
     from reports.pages.run import run_sections
 
     assert interval_text(20.36, 23.1) == "20.36–23.10" and interval_text(float("nan"), float("nan")) == ""
-    assert interval_text(4.95, 9340.62) == "too wide to bound it (more repeats narrow it)"
+    assert interval_text(4.95, 9340.62) == "too wide to bound it until more repeats narrow it"
     frame = pd.DataFrame([{"workload": "mlp", "impl": "stock", "world_size": 2, "decision": "too few repeats to tell",
                            "best_cap_mb": 1.0, "best_step_ms": 7.0, "best_ci_low_ms": 4.95, "best_ci_high_ms": 9340.62,
                            "repeats": 2, "noise": "", "caps_mb": "[1.0, 25.0]", "reference_ratio": float("nan"),
                            "reference_ratio_low": float("nan"), "reference_ratio_high": float("nan"),
                            "equivalent_caps_mb": "[]", "repeats_needed": 9}])  # fmt: skip
-    assert "<td>too wide to bound it (more repeats narrow it)</td>" in run_sections.recommendation_table(frame)
+    assert "<td>too wide to bound it until more repeats narrow it</td>" in run_sections.recommendation_table(frame)
 
 
 def test_a_ratio_interval_that_bounds_nothing_is_said_too_wide_as_a_steps_is():

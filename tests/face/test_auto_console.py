@@ -75,7 +75,7 @@ def test_the_time_to_decide_and_the_budget_left_never_read_the_same():
 
 def test_the_last_word_keeps_a_verdict_given_up_whose_reference_ran_on_for_another(tmp_path):
     """zero vs stock was given up at 8 repeats, then stock ran on to 16 for bucketed's verdict: on the final rows
-    out_of_reach no longer held, and the last word said 'zero vs stock: open after 8 repeats (… need about 226)'."""
+    out_of_reach no longer held, and the last word said 'zero vs stock: open after 8 repeats; … need about 226'."""
     screen = Terminal()
     progress = Progress(tmp_path, [planned(0)], stream=screen)
     bucketed = open_verdict("w2 mlp/small bucketed vs stock", needed=40)
@@ -84,7 +84,7 @@ def test_the_last_word_keeps_a_verdict_given_up_whose_reference_ran_on_for_anoth
     on_round(progress, Decided(final, 16, None, stopped_by="max-repeats"), [], screen)
     said = screen.getvalue().splitlines()
     (zero,) = [line for line in said if line.startswith("  w2 mlp/small zero vs stock")]
-    assert zero.endswith("need about 226; out of reach within --max-repeats at this spread, so given up)")
+    assert zero.endswith("need about 226; out of reach within --max-repeats at this spread, so given up")
     (bucketed_line,) = [line for line in said if line.startswith("  w2 mlp/small bucketed vs stock")]
     assert "given up" not in bucketed_line
     rerun = Progress(tmp_path, [planned(0)], stream=Terminal())  # given up, then run again for its own sake: open

@@ -261,7 +261,7 @@ def test_a_gate_that_cannot_tell_says_what_would_decide_it_and_what_leans_slower
     fake_run(tmp_path / "r", "base", statuses=("ok",))  # one repeat a side: no verdict, however close
     fake_run(tmp_path / "r", "new", statuses=("ok",))
     code, out = compare(capsys, tmp_path / "r")
-    need = out.out.split("need about ")[1].split(" ")[0]  # the configuration's own line
+    need = out.out.split("need about ")[1].split(" ")[0].rstrip(",")  # the configuration's own line
     ratio = float(out.out.split("ratio ")[1].split(" ")[0])
     largest = f"; largest so far: w2 mlp/tiny stock {ratio:.2f}×" if ratio > 1 else ""  # its need just said
     assert code == 3 and out.out.splitlines()[-1] == (
@@ -301,7 +301,7 @@ def test_an_interval_that_bounds_nothing_reads_too_wide_as_the_page_says(capsys)
 
 
 def test_a_need_sized_from_under_five_repeats_is_marked_a_rough_guide_on_the_console_and_the_page(capsys):
-    """bench's console marked 'need about 14 (a rough guide from 2 repeats)'; compare's line and its page's table
+    """bench's console marked 'need about 14, a rough guide from 2 repeats'; compare's line and its page's table
     said the same kind of need unmarked. Both mark it where the fewer side had under stats.ROUGH_UNDER repeats."""
     import pandas as pd
 
@@ -311,7 +311,7 @@ def test_a_need_sized_from_under_five_repeats_is_marked_a_rough_guide_on_the_con
     row = {"world_size": 2, "workload": "mlp", "size": "tiny", "impl": "stock", "impl_options": "{}", "ratio": 1.04,
            "verdict": "too few repeats to tell", "base_repeats": 2, "new_repeats": 3, "repeats_needed": 9,
            "ratio_ci_low": 0.9, "ratio_ci_high": 1.2, "noise": "", "base_ms": 4.0, "new_ms": 4.16}  # fmt: skip
-    for have, mark in ((2, " (a rough guide from 2 repeats)"), (5, "")):
+    for have, mark in ((2, ", a rough guide from 2 repeats"), (5, "")):
         frame = pd.DataFrame([{**row, "base_repeats": have, "new_repeats": have + 1}])
         compared.comparison(frame, threshold=0.05)
         said = capsys.readouterr().out

@@ -58,7 +58,7 @@ def test_the_headline_names_the_fastest_communicating_strategy_against_stock(con
     # the answer in one sentence a team lead may read alone: the strategy and cap, the step it buys, decided or not
     # (the ratio to the next and its interval: section 1's sentence and the table's column)
     assert line == ("At 2 ranks: <b>bucketed bucket_cap_mb=25</b> leads: 80.00 ms a step, so far 1.25× faster "
-                    "than stock; not decided: too few repeats (have 1, need about 2 (a rough guide from 1 repeat)); "
+                    "than stock; not decided: too few repeats (have 1, need about 2, a rough guide from 1 repeat); "
                     "parity ok; noisy steps "
                     "(CV 0.30).")  # fmt: skip
     assert len(re.sub("<[^>]+>", "", line).split()) < 40

@@ -77,16 +77,16 @@ def test_a_winner_backed_by_its_repeats_is_fastest_with_the_interval():
     assert in_full(group) == (
         "bucketed bucket_cap_mb=25 leads (80.99 ms); too few repeats to tell it from "
         f"bucketed bucket_cap_mb=1, the next: so far {1 / judged['ratio']:.2f}× the step of bucketed bucket_cap_mb=1 "
-        f"({judged['ratio']:.2f}× faster; 95% interval {sweep.TOO_WIDE}; have 2 repeats, need about 416 (a rough guide "
-        "from 2 repeats)), and faster than stock: "
+        f"({judged['ratio']:.2f}× faster; 95% interval {sweep.TOO_WIDE}; have 2 repeats, need about 416, a rough guide "
+        "from 2 repeats), and faster than stock: "
         "0.80× stock's step (1.25× faster; "
         f"{evidence.interval_text(evidence.inverted(evidence.evidence(group.iloc[0], group.iloc[2])))})"
     )
     # the page's headline: the answer in one sentence, the step against stock, and why it is not decided
     assert answer.headline(group) == (
         "At 2 ranks: <b>bucketed bucket_cap_mb=25</b> leads: 80.99 ms a step, 1.25× faster than stock; not decided: "
-        "too few repeats to tell it from the next, bucketed bucket_cap_mb=1 (have 2, need about 416 (a rough guide "
-        "from 2 repeats)); parity ok."
+        "too few repeats to tell it from the next, bucketed bucket_cap_mb=1 (have 2, need about 416, a rough guide "
+        "from 2 repeats); parity ok."
     )
     against_stock = stats.ratio_interval([80.0, 82.0], [100.0, 102.0])
     assert against_stock["low"] > 1  # stock's interval excludes 1: a plain "faster than stock"
@@ -124,7 +124,7 @@ def test_one_repeat_a_side_is_too_few_to_tell_never_a_bare_winner():
     line = in_full(pooled.ranked(single, workload="mlp"))
     assert "leads (80.00 ms); too few repeats to tell it from naive, the next: so far 0.89× naive's step" in line
     assert ("too few repeats to tell it from stock: so far 0.80× stock's step (1.25× faster; --repeats 2 or more; "
-            "have 1, need about 2 (a rough guide from 1 repeat))") in line  # fmt: skip
+            "have 1, need about 2, a rough guide from 1 repeat)") in line  # fmt: skip
     assert (
         "leads: 80.00 ms a step, so far 1.25× faster than stock; not decided: too few repeats to tell it from the "
         "next, naive (have 1, these two need about" in answer.headline(pooled.ranked(single, workload="mlp"))
@@ -634,7 +634,7 @@ def test_a_verdict_names_a_one_layout_side_once_and_one_repeat_in_the_singular()
                repeats("bucketed", [2.3], options={"bucket_cap_mb": 25.0}, bucket_sizes_mb=one))  # fmt: skip
     (verdict,) = decide.strategy_verdicts(rows, confidence=stats.CONFIDENCE)
     assert verdict.line().startswith("w2 mlp/tiny bucketed bucket_cap_mb=25 vs stock (caps 1, 25 MiB: one bucket "
-                                     "layout): open after 1 repeat ("), verdict.line()  # fmt: skip
+                                     "layout): open after 1 repeat; "), verdict.line()  # fmt: skip
     assert evidence.decided_text(pd.Series({"decided_after": 1, "repeats": 1, "repeats_needed": 5})) == "after 1 repeat"
 
 
@@ -664,7 +664,7 @@ def test_one_noisy_cap_of_a_pooled_layout_is_said_in_the_singular_and_its_note_k
 
 
 def test_every_need_on_a_page_sized_from_under_five_repeats_is_marked_a_rough_guide_as_the_console_marks_it():
-    """The console marked 'need about 14 (a rough guide from 2 repeats)' where the run page beside it said 'need
+    """The console marked 'need about 14, a rough guide from 2 repeats' where the run page beside it said 'need
     about 14' in its headline and 'need about 9' unmarked in its sentences: every need a page sizes from fewer than
     stats.ROUGH_UNDER repeats is marked, none from more."""
     import types
@@ -673,10 +673,10 @@ def test_every_need_on_a_page_sized_from_under_five_repeats_is_marked_a_rough_gu
     said = " ".join([in_full(group), answer.headline(group), answer.world_table(group, pd.DataFrame(), workload="mlp"),
                      evidence.decided_text(types.SimpleNamespace(decided_after=float("nan"), repeats_needed=9,
                                                                  repeats=2, so_far=""))])  # fmt: skip
-    marks = re.findall(r"need about \d+( \(a rough guide from 2 repeats\))?", said)
+    marks = re.findall(r"need about \d+(, a rough guide from 2 repeats)?", said)
     assert len(marks) >= 3 and all(marks), said
     five = evidence.decided_text(types.SimpleNamespace(decided_after=float("nan"), repeats_needed=9, repeats=5))
-    assert five == "open after 5 repeats (need about 9)"
+    assert five == "open after 5 repeats; need about 9"
 
 
 def test_a_knob_sweep_names_each_configuration_by_what_it_sets_short_and_distinct_on_console_and_page(capsys):

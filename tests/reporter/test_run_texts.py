@@ -244,10 +244,10 @@ def test_an_open_verdict_on_the_page_says_what_its_evidence_bounds_so_far():
 
     row = pd.Series({"decided_after": float("nan"), "repeats": 20, "repeats_needed": 45.0,
                      "so_far": "fastest 100 MiB; 25 MiB takes 1.04× as long (99.5% interval 0.97–1.11)"})  # fmt: skip
-    assert evidence.decided_text(row) == ("open after 20 repeats (so far fastest 100 MiB; 25 MiB takes 1.04× as "
-                                           "long (99.5% interval 0.97–1.11); need about 45)")  # fmt: skip
+    assert evidence.decided_text(row) == ("open after 20 repeats; so far fastest 100 MiB; 25 MiB takes 1.04× as "
+                                           "long (99.5% interval 0.97–1.11); need about 45")  # fmt: skip
     older = row.drop("so_far")  # a history judged before the column existed, or one repeat: no interval
-    assert evidence.decided_text(older) == "open after 20 repeats (need about 45)"
+    assert evidence.decided_text(older) == "open after 20 repeats; need about 45"
     assert evidence.decided_text(pd.Series({"decided_after": 3.0})) == "after 3 repeats"
 
 

@@ -36,7 +36,7 @@ def test_the_fastest_strategy_at_the_largest_world_size_against_stock_and_the_sl
     is slowest, at 1.29× bucketed's step' where that ratio's interval was 0.52–1.14)."""
     assert takeaways.fastest(RUN, workload="mlp") == (
         "At 2 ranks bucketed leads (100.0 ms); too few repeats to tell it from stock, the next: so far 0.83× stock's "
-        "step (1.20× faster; --repeats 2 or more; have 1, need about 3 (a rough guide from 1 repeat)); naive trails so "
+        "step (1.20× faster; --repeats 2 or more; have 1, need about 3, a rough guide from 1 repeat); naive trails so "
         "far, at 1.70× bucketed's step."
     )
 

@@ -133,9 +133,7 @@ class Verdict:
         if self.decided:
             return f"{self.subject}: {self.word}"
         why = "; out of reach within --max-repeats at this spread, so given up" if self.given_up else ""
-        so_far = f"so far {self.so_far}; " if self.so_far else ""
-        return (f"{self.subject}: open after {stats.repeats_text(self.repeats)} "
-                f"({so_far}{stats.needed_text(self.repeats_needed, self.repeats)}{why})")  # fmt: skip
+        return f"{self.subject}: {stats.open_text(self.repeats, self.so_far, self.repeats_needed, why=why)}"
 
 
 def verdicts(

@@ -295,7 +295,7 @@ def no_reference_ratio(row: pd.Series) -> str:
     return "not in the sweep" if stats.REFERENCE_CAP_MB not in json.loads(row["caps_mb"]) else ""
 
 
-TOO_WIDE = "too wide to bound it (more repeats narrow it)"
+TOO_WIDE = "too wide to bound it until more repeats narrow it"  # said inside brackets: no bracket of its own
 
 
 def interval_text(low: float, high: float) -> str:
@@ -321,9 +321,9 @@ def describe(row: pd.Series, *, why: bool = True) -> str:
     interval = f", its step's 95% CI {bounds}" if bounds else ""  # the step's; the ratio's interval, after, is its own
     noise = f" [noisy: {row['noise']}]" if row.get("noise") else ""
     return (
-        f"w{row['world_size']} {row['workload']}/{row['size']} {label(row)}: {answer(row, why=why)} "
-        f"({best_words(row)}: {row['best_step_ms']:.2f} ms{interval}{gain}; "
-        f"the fewest repeats a cap had: {row['repeats']}){noise}"  # (auto reruns the open ones only)
+        f"w{row['world_size']} {row['workload']}/{row['size']} {label(row)}: {answer(row, why=why)}; "
+        f"{best_words(row)}: {row['best_step_ms']:.2f} ms{interval}{gain}; "
+        f"the fewest repeats a cap had: {row['repeats']}{noise}"  # (auto reruns the open ones only)
     )
 
 

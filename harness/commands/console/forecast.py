@@ -161,14 +161,14 @@ def _steps_text(found, floor, results) -> list[str]:
 def _floor_text(floor: Estimate, which: str, counted: str) -> str:
     """The floored configurations' part: their FLOPs floor, led by the time earlier steps like theirs give."""
     if not floor.alike:
-        floor_s, slower = minutes_text(floor.floor_s), "(a model's step runs slower)"
-        return f"at least {floor_s} of steps ({which}, by {floor.how} {slower}{counted})"
+        # 'at least' says it is a floor: a '(a model's step runs slower)' in the bracket read as a slip
+        return f"at least {minutes_text(floor.floor_s)} of steps ({which}, by {floor.how}{counted})"
     low, high = floor.ratios
-    like = "" if floor.alike == floor.counted else f" ({floor.alike} of them: the rest at their floor)"
+    like = "" if floor.alike == floor.counted else f", {floor.alike} of them; the rest at their floor"
     word = "about" if floor.alike == floor.counted else "at least"
     return (f"{word} {_span(floor.low_s, floor.high_s)} of steps ({which}: at least {minutes_text(floor.floor_s)} "
-            f"by {floor.how}; steps earlier runs here measured (as many ranks, within {ALIKE:g}× their "
-            f"FLOPs) ran {_times(low, high)} theirs{like}{counted})")  # fmt: skip
+            f"by {floor.how}; steps earlier runs here measured, of as many ranks and within {ALIKE:g}× their "
+            f"FLOPs, ran {_times(low, high)} theirs{like}{counted})")  # fmt: skip
 
 
 def _workloads(configurations) -> str:
@@ -337,7 +337,7 @@ def _basis(floors, flops_pace: str) -> str:
     low, high = (f"{rate / 1e9:.3g}" for rate in (min(r for _, r in by_bytes), max(r for _, r in by_bytes)))
     pace = by_bytes[0][0].format(f"{low} GB/s" if low == high else f"{low}-{high} GB/s")
     if len(by_bytes) == len(floors):
-        return f"{TRAFFIC} (more than their FLOPs take) at {pace}"
+        return f"{TRAFFIC}, more than their FLOPs take, at {pace}"
     return f"their FLOPs at {flops_pace}, {len(by_bytes)} of them by {TRAFFIC} at {pace}"
 
 

@@ -22,7 +22,7 @@ def say_plan(plan, *, requested_dtype: str, grows: bool = False, dry: bool = Fal
     worlds = sorted({c.world_size for c in plan.configurations})
     if plan.device == "cpu":
         say(f"ddpbench: no GPU in use: running on the CPU with the gloo backend, one process per simulated "
-            f"GPU ({plan.threads_per_rank} thread(s) each), world sizes {worlds}")  # fmt: skip
+            f"GPU ({counted(plan.threads_per_rank, 'thread')} each), world sizes {worlds}")  # fmt: skip
         ranks, cores = (
             max((c.world_size // c.nnodes + c.extra_ranks for c in plan.configurations), default=0),
             available_cpus(),

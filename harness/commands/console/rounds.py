@@ -177,8 +177,7 @@ def to_decide(standing, *, run_id: str, results: Path | str, max_repeats: int, c
     still = standing.open
     if not still:
         return
-    rough = stats.rough_guide(standing.repeats).strip().strip("()")  # said inside a bracket: no bracket of its own
-    rough = f", {rough}" if rough else ""
+    rough = stats.rough_guide(standing.repeats)
     beyond = [v for v in still if v.given_up or (v.repeats_needed or 0) > max_repeats]
     if standing.stopped_by == "budget" and len(beyond) < len(still):
         more = (
