@@ -145,7 +145,7 @@ def test_one_repeat_a_run_is_too_few_to_tell_even_for_a_large_slowdown_and_exits
     synthetic_run(tmp_path / "r", "a", mean_ms=100, seed=1, repeats=1)
     synthetic_run(tmp_path / "r", "b", mean_ms=150, seed=2, repeats=1)
     code, out = run_compare(capsys, tmp_path / "r", "a", "b")
-    assert code == 3 and ": too few repeats to tell (have 1, need about " in out.out
+    assert code == 3 and ": too few repeats to tell (have 1; at 5%, need about " in out.out
     assert "0 with no significant change, 1 with too few repeats to tell" in out.out
     assert ": no significant change" not in out.out  # no verdict line says it
     page = (tmp_path / "site" / "compare" / "a_vs_b.html").read_text()

@@ -315,7 +315,7 @@ def test_a_need_sized_from_under_five_repeats_is_marked_a_rough_guide_on_the_con
         frame = pd.DataFrame([{**row, "base_repeats": have, "new_repeats": have + 1}])
         compared.comparison(frame, threshold=0.05)
         said = capsys.readouterr().out
-        assert f"(have {have}, need about 9{mark} at 5%)" in said, said
+        assert f"(have {have}; at 5%, need about 9{mark})" in said, said
         assert f"(have {have}, need about 9{mark})" in page.comparison_table(frame)
 
 

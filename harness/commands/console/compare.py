@@ -30,7 +30,7 @@ def comparison(frame: pd.DataFrame, *, threshold: float) -> None:
             have = min(r.base_repeats, r.new_repeats)
             leaning = getattr(r, "leaning", "")
             so_far = f"{leaning} so far, not yet shown beyond {threshold * 100:g}%; " if leaning else ""
-            verdict += f" ({so_far}have {have}, {stats.needed_text(r.repeats_needed, have)} at {threshold * 100:g}%)"
+            verdict += f" ({so_far}have {have}; at {threshold * 100:g}%, {stats.needed_text(r.repeats_needed, have)})"
         noise = f" [{r.noise}]" if r.noise else ""
         _print(f"{_named(r)}: {r.base_ms:.2f} -> {r.new_ms:.2f} ms, ratio {r.ratio:.3f} ({interval}): "
                f"{verdict}{noise}")  # fmt: skip
