@@ -258,12 +258,12 @@ def _caps_laid_out_as(rows: pd.DataFrame, sizes: Any) -> list[float]:
 
 
 def _sent(row: Any, buckets_mb: float) -> str:
-    """'; the step sent 8.09 MiB' where the bucket timeline measured a step's collectives sending well under its
-    buckets (a compression hook: bf16's 8.1 MiB of a 16.2 MiB bucket read as 16.2 travelling); '' elsewhere."""
+    """'; its messages 8.09 MiB a step' where the bucket timeline measured a step's collectives' messages well under
+    its buckets (a compression hook: bf16's 8.1 MiB of a 16.2 MiB bucket read as 16.2 travelling); '' elsewhere."""
     sent = _get(row, "comm_bytes")
     if sent is None or sent != sent or sent / 2**20 > 0.95 * buckets_mb:
         return ""
-    return f"; the step sent {_mib(sent / 2**20)}"
+    return f"; its messages {_mib(sent / 2**20)} a step"
 
 
 def _mib(value: float) -> str:

@@ -132,8 +132,9 @@ def baseline_means(written: pd.DataFrame, same: pd.Series, cfg: Configuration) -
 
 
 def sent_bytes(timeline: list[dict[str, Any]]) -> float | None:
-    """`comm_bytes`: the bytes a rank's collectives sent a measured step, the mean over steps and ranks (what a
-    compression hook saves shows here, where gloo's ms barely move); None without a timeline."""
+    """`comm_bytes`: the sizes of a rank's collectives' messages a measured step (the timeline's `bytes`), the mean
+    over steps and ranks (what a compression hook saves shows here, where gloo's ms barely move); None without a
+    timeline."""
     sent: dict[tuple[int, int], int] = {}
     for row in timeline:
         if not row["warmup"] and row.get("bytes") is not None:

@@ -129,12 +129,13 @@ def is_text_typed(type_: pa.DataType) -> bool:
 
 
 def sent_words(comm_bytes: Any) -> str:
-    """'8.09 MiB sent': what a step's collectives sent (`comm_bytes`, from the bucket timeline), beside their ms,
-    where a compression hook's saving shows and gloo's ms barely move; '' where not measured."""
+    """'8.09 MiB of messages': the sizes of a step's collectives (`comm_bytes`, from the bucket timeline), beside
+    their ms, where a compression hook's saving shows and gloo's ms barely move; '' where not measured. Messages,
+    not what a rank puts on the wire: a ring all-reduce of S bytes sends 2(n-1)/n × S of it."""
     if not isinstance(comm_bytes, numbers.Real) or comm_bytes != comm_bytes:
         return ""
     mib = comm_bytes / 2**20
-    return f"{mib:.3g} MiB sent" if mib >= 0.1 else f"{comm_bytes / 1024:.3g} KiB sent"
+    return f"{mib:.3g} MiB of messages" if mib >= 0.1 else f"{comm_bytes / 1024:.3g} KiB of messages"
 
 
 NOT_JUDGED = "not judged: "

@@ -163,7 +163,9 @@ def test_one_bucket_is_told_the_cap_that_would_split_it():
 def test_a_hooked_bucket_says_what_the_step_sent_not_only_the_buckets_size():
     """bf16's hook sent 8.1 MiB of its 16.2 MiB bucket; the why read as if 16.2 MiB travelled."""
     hooked = {**row(gap_exposed_comm_ms=6.0), "bucket_sizes_mb": [16.18], "comm_bytes": 8481792.0}
-    assert "its one bucket (16.2 MiB; the step sent 8.09 MiB) is all-reduced after" in why.sentence(hooked, cores=2)
+    assert "its one bucket (16.2 MiB; its messages 8.09 MiB a step) is all-reduced after" in why.sentence(
+        hooked, cores=2
+    )
     plain = {**hooked, "comm_bytes": 16963584.0}  # sent as it is: the bucket's size says it
     assert "its one bucket (16.2 MiB) is all-reduced after" in why.sentence(plain, cores=2)
 

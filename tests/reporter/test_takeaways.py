@@ -50,7 +50,7 @@ def test_communication_names_the_share_hidden_and_who_hides_none():
 
 def test_communication_says_the_bytes_a_step_sent_where_timed():
     sent = RUN.assign(comm_bytes=[8481792.0 if impl == "stock" else None for impl in RUN["impl"]])
-    assert "stock hides 36% of its communication (90.0 ms per step, mean; 8.09 MiB sent)" in (
+    assert "stock hides 36% of its communication (90.0 ms per step, mean; 8.09 MiB of messages)" in (
         takeaways.communication(sent, workload="mlp")
     )
 

@@ -194,7 +194,7 @@ def describe_row(row: dict) -> str:
 
 
 def communication_text(row: dict) -> str:
-    """', comm 40.6 ms/step mean (27.4 exposed, 33% hidden, 8.09 MiB sent)' where the strategy's collectives were
+    """', comm 40.6 ms/step mean (27.4 exposed, 33% hidden, 8.09 MiB of messages)' where the strategy's collectives were
     timed: means over the measured steps (comm_ms, exposed_comm_ms, comm_bytes), where the step before is a median."""
     comm, exposed, hidden = (row.get(k) for k in ("comm_ms", "exposed_comm_ms", "overlap_efficiency"))
     if comm is None or comm != comm or not comm > 0:  # not measured (None/NaN), or no communication
