@@ -65,10 +65,10 @@ GPU_ANSWER = "a GPU's optimizer takes another share, so {command} gives a GPU's 
 reader's form, a page's <code> or the console's invocation."""
 
 
-def cpu_verdict_words(configs: pd.DataFrame, steps: pd.DataFrame, *, confidence: float) -> str:
+def cpu_verdict_words(configs: pd.DataFrame, steps: pd.DataFrame, *, confidence: float, verdicts=None) -> str:
     """'w2 mlp/small zero vs stock: 81% of its lead over stock is the optimizer step (…)' for the fastest sharding
-    strategy whose lead over stock in its verdict (decide.strategy_verdicts) is mostly its optimizer step, on a CPU
-    run; '' on a GPU run or where none is."""
+    strategy whose lead over stock in its verdict (`verdicts`, the run's strategy verdicts where already judged, else
+    decide.strategy_verdicts) is mostly its optimizer step, on a CPU run; '' on a GPU run or where none is."""
     from harness.analysis import roles
     from harness.analysis.verdicts import decide
 
@@ -76,7 +76,7 @@ def cpu_verdict_words(configs: pd.DataFrame, steps: pd.DataFrame, *, confidence:
         return ""
     rows, phases = roles.with_roles(configs).set_index("config_id"), config_phases(steps)
     said = []
-    for verdict in decide.strategy_verdicts(configs, confidence=confidence):
+    for verdict in decide.strategy_verdicts(configs, confidence=confidence) if verdicts is None else verdicts:
         at = rows.loc[[i for i in verdict.config_ids if i in rows.index]]
         stock = at["reference"].fillna(False).astype(bool)
         mine = at[~stock]

@@ -281,12 +281,14 @@ def _verdicts(config: BenchConfig, plan):
     recommended = sweep.write_run_recommendations(plan.run, confidence=confidence, configs=configs)  # a cap sweep's
     if not recommended.empty:
         console.recommendations(recommended, verdicts_said=config.repeats == AUTO)
-    steps = store.read_steps(plan.run)
+    steps, strategies = store.read_steps(plan.run), None
     if config.repeats != AUTO:  # (auto said every verdict in its last round)
         found = decide.verdicts(configs, steps, confidence=confidence)
-        console.strategy_verdicts([v for v in found if v.kind == decide.STRATEGY])
+        strategies = [v for v in found if v.kind == decide.STRATEGY]
+        console.strategy_verdicts(strategies)
         rounds.to_decide_fixed(found, repeats=config.repeats, max_repeats=config.max_repeats)
-    if lead := optimizer_lead.cpu_verdict_words(configs, steps, confidence=confidence):  # a CPU optimizer's lead
+    lead = optimizer_lead.cpu_verdict_words(configs, steps, confidence=confidence, verdicts=strategies)
+    if lead:  # a CPU optimizer's lead
         where = shlex.join(["--run", plan.run.name, "--results", str(plan.run.parent)])
         command = f"`{invoked.ddpbench_command()} predict {where} --cluster NAME --local-step-ms MS`"
         console.say(f"ddpbench: on this CPU, {lead}: {optimizer_lead.GPU_ANSWER.format(command=command)}")
