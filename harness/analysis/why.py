@@ -162,7 +162,7 @@ def _backward_advice(row: Any, run: pd.DataFrame | None) -> str:
             )
             return (f"{which} is one parameter larger than the bucket_cap_mb of {cap:g} (no cap splits a parameter), "
                     f"all-reduced after the last gradient{tail}")  # fmt: skip
-        sent = _sent(row, sum(sizes))
+        sent = _messages(row, sum(sizes))
         if len(sizes) == 1:
             advice = measured or f"a bucket_cap_mb below {_mib(sizes[0])} splits it, so that backward hides part{alike}"
             return f"its one bucket ({_mib(sizes[0])}{sent}) is all-reduced after the last gradient: {advice}{tail}"
@@ -257,7 +257,7 @@ def _caps_laid_out_as(rows: pd.DataFrame, sizes: Any) -> list[float]:
     return [cap for cap, group in rows.groupby("bucket_cap_mb") if bucket_layouts(group["bucket_sizes_mb"]) == mine]
 
 
-def _sent(row: Any, buckets_mb: float) -> str:
+def _messages(row: Any, buckets_mb: float) -> str:
     """'; its messages 8.09 MiB a step' where the bucket timeline measured a step's collectives' messages well under
     its buckets (a compression hook: bf16's 8.1 MiB of a 16.2 MiB bucket read as 16.2 travelling); '' elsewhere."""
     sent = _get(row, "comm_bytes")

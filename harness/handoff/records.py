@@ -19,8 +19,8 @@ from harness.handoff.rank_result import RankResult
 from harness.handoff.steps import (
     baseline_means,
     communication_columns,
+    message_bytes,
     part_columns,
-    sent_bytes,
     step_rows,
     timeline_rows,
 )
@@ -308,7 +308,7 @@ def assemble(
             if roles_of(impls.entry(cfg.impl).cls)["baseline"]
             else baseline_means(written, same_setup(written, cfg), cfg),
         ),
-        "comm_bytes": sent_bytes(timeline := timeline_rows(cfg, run_id, results)),
+        "comm_bytes": message_bytes(timeline := timeline_rows(cfg, run_id, results)),
         "comm_note": main.comm_note,
         **window_columns(cfg, results),
         **memory_columns(results),

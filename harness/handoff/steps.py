@@ -131,15 +131,15 @@ def baseline_means(written: pd.DataFrame, same: pd.Series, cfg: Configuration) -
     return {"step_ms": float(rows["step_ms_mean"].iloc[-1]), "compute_ms": float(rows["compute_ms"].iloc[-1])}
 
 
-def sent_bytes(timeline: list[dict[str, Any]]) -> float | None:
+def message_bytes(timeline: list[dict[str, Any]]) -> float | None:
     """`comm_bytes`: the sizes of a rank's collectives' messages a measured step (the timeline's `bytes`), the mean
     over steps and ranks (what a compression hook saves shows here, where gloo's ms barely move); None without a
     timeline."""
-    sent: dict[tuple[int, int], int] = {}
+    sizes: dict[tuple[int, int], int] = {}
     for row in timeline:
         if not row["warmup"] and row.get("bytes") is not None:
-            sent[row["rank"], row["step"]] = sent.get((row["rank"], row["step"]), 0) + int(row["bytes"])
-    return float(np.mean(list(sent.values()))) if sent else None
+            sizes[row["rank"], row["step"]] = sizes.get((row["rank"], row["step"]), 0) + int(row["bytes"])
+    return float(np.mean(list(sizes.values()))) if sizes else None
 
 
 def timeline_rows(cfg: Configuration, run_id: str, results: list[RankResult]) -> list[dict[str, Any]]:

@@ -128,7 +128,7 @@ def is_text_typed(type_: pa.DataType) -> bool:
     return pa.types.is_map(type_) or pa.types.is_list(type_) or pa.types.is_timestamp(type_)
 
 
-def sent_words(comm_bytes: Any) -> str:
+def message_words(comm_bytes: Any) -> str:
     """'8.09 MiB of messages': the sizes of a step's collectives (`comm_bytes`, from the bucket timeline), beside
     their ms, where a compression hook's saving shows and gloo's ms barely move; '' where not measured. Messages,
     not what a rank puts on the wire: a ring all-reduce of S bytes sends 2(n-1)/n × S of it."""

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, TextIO
 
 from harness.commands.console.invoked import resume_hint as resume_hint  # console.resume_hint
 from harness.results.invocation import retry_words as retry_words  # console.retry_words
-from harness.results.values import configuration_label, judging_repeat_in, options_words, parity_words, sent_words
+from harness.results.values import configuration_label, judging_repeat_in, message_words, options_words, parity_words
 
 if (
     TYPE_CHECKING
@@ -200,7 +200,9 @@ def communication_text(row: dict) -> str:
     if comm is None or comm != comm or not comm > 0:  # not measured (None/NaN), or no communication
         return ""
     share = f", {hidden:.0%} hidden" if hidden is not None and hidden == hidden else ""
-    sent = f", {sent_words(row.get('comm_bytes'))}" if sent_words(row.get("comm_bytes")) else ""  # a hook's saving
+    sent = (
+        f", {message_words(row.get('comm_bytes'))}" if message_words(row.get("comm_bytes")) else ""
+    )  # a hook's saving
     return f", comm {comm:.1f} ms/step mean ({exposed:.1f} exposed{share}{sent})"
 
 

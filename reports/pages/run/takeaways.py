@@ -13,7 +13,7 @@ import pandas as pd
 from harness.analysis import stats
 from harness.analysis.verdicts import decide
 from harness.perfmodel.memory import mib_text
-from harness.results.values import options_of, sent_words
+from harness.results.values import message_words, options_of
 from reports.aggregate import world_label
 from reports.pages import alerts, answer, evidence, pooled
 from reports.pages.whatif.full_size import default_configuration, yours_instead
@@ -115,7 +115,7 @@ def communication(configs: pd.DataFrame, *, workload: str) -> str:
     hiding = [r for r in ranked.itertuples() if r.overlap_efficiency >= 0.005]
     said = [
         f"{r.strategy} hides {r.overlap_efficiency:.0%} of its communication ({r.comm_ms:.1f} ms per step, mean"
-        f"{'; ' + sent_words(r.comm_bytes) if sent_words(getattr(r, 'comm_bytes', None)) else ''})"
+        f"{'; ' + message_words(r.comm_bytes) if message_words(getattr(r, 'comm_bytes', None)) else ''})"
         for r in hiding
     ]
     none = [r for r in ranked.itertuples() if r.overlap_efficiency < 0.005]
