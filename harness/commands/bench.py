@@ -216,9 +216,9 @@ def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
     from harness.analysis.verdicts.environment import fault_words, injected_fault
     from harness.launch import launcher as launch
     from harness.launch import repeats
-    from harness.launch.torchrun import check_fault_switch
+    from harness.launch.torchrun import check_switches
 
-    check_fault_switch()
+    check_switches()
     if getattr(args, "dry_run", False):
         return _dry_run(args, command=command)
     if args.resume:

@@ -21,9 +21,9 @@ def collectives_config(args: argparse.Namespace, *, command: tuple[str, ...]):
     from harness.config import collectives
     from harness.config.ranks import available_cpus, threads_per_rank
     from harness.launch.collectives import RANK_MODULE
-    from harness.launch.torchrun import check_fault_switch, end_early, start_early
+    from harness.launch.torchrun import check_switches, end_early, start_early
 
-    check_fault_switch()
+    check_switches()
     for flag, value, choices in (("--device", args.device, DEVICES), ("--backend", args.backend, cfgmod.BACKENDS)):
         if value not in choices:
             raise ConfigError(f"{flag} {value!r} is not valid; choose one of {', '.join(choices)}")

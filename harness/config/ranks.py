@@ -43,10 +43,25 @@ names only the first rank its monitor (every 0.1 s) sees fail: a rank killed wit
 seen before its peers, whose "connection reset" is only the echo of its death."""
 
 
+GPU_ZYGOTE_ENV = "DDPBENCH_GPU_ZYGOTE"
+"""`0` starts a GPU launch's ranks as fresh interpreters; `1` (or unset) forks them as on the CPU, from an agent
+forked from the run's zygote, none of which has initialised CUDA (`harness.launch.zygote`)."""
+GPU_ZYGOTE_VALUES = ("0", "1")
+
+
+def check_gpu_zygote_switch() -> None:
+    """DDPBENCH_GPU_ZYGOTE read before anything is written: ValueError with one line naming it and its choices."""
+    value = os.environ.get(GPU_ZYGOTE_ENV)
+    if value is not None and value not in GPU_ZYGOTE_VALUES:
+        raise ValueError(f"{GPU_ZYGOTE_ENV}={value!r} is not valid; choose one of {', '.join(GPU_ZYGOTE_VALUES)}")
+
+
 def forks_ranks(device: str) -> bool:
-    """Whether a launch forks its ranks from the agent, which imported their module once: on the CPU.
-    A CUDA rank must be a fresh process (CUDA cannot start in a child forked after it was loaded)."""
-    return device == "cpu"
+    """Whether a launch forks its ranks from the agent, which imported their module once: on the CPU, and on a
+    GPU unless DDPBENCH_GPU_ZYGOTE=0. A CUDA rank can be forked only from a process that never initialised CUDA:
+    the zygote checks that before each fork, and where it finds CUDA initialised the launch's ranks start as
+    fresh interpreters (`harness.launch.torchrun`)."""
+    return device == "cpu" or (device == "cuda" and os.environ.get(GPU_ZYGOTE_ENV) != "0")
 
 
 def forked_rank() -> bool:

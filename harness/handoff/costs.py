@@ -29,7 +29,7 @@ PHASES = (
     "launch",  # the launcher's torchrun call until rank 0's process starts (on the CPU, in the run's first launch:
     # what is left of the zygote's imports, which began during `start`)
     "imports",  # rank 0's interpreter start and the worker module's imports (torch and its compiler, the
-    # plug-ins); none on the CPU, where the run's zygote imported them once and every rank is forked
+    # plug-ins); none where the run's zygote imported them once and every rank is forked (the CPU; a GPU's too)
     "process group",  # init_process_group, the imports' objects frozen (housekeeping)
     "row writer",  # rank 0 made ready to write rows: pandas imported (each launch: the ranks start without it),
     # the rows written before read, Parquet's warm-up

@@ -8,8 +8,8 @@ launch whose ranks exit at once ended 0.63–0.74 s after them, and 0.13–0.16 
 every world size, repeat and retry. A launch that fails ends as torchrun ends it: its @record error
 file and exit code are what the launcher reads.
 
-`--fork-ranks` (CPU launches only: CUDA cannot be used in a process forked after it started, and
-NCCL's ranks stay fresh interpreters) imports MODULE once, in the agent, and has torchrun fork every
+`--fork-ranks` (on a GPU only from a zygote that has not initialised CUDA: a process forked after CUDA
+started cannot use it; `harness.launch.zygote`) imports MODULE once, in the agent, and has torchrun fork every
 rank from it (its `start_method="fork"` for a function entrypoint: the module's `main(argv)`), so
 that torch, its compiler and the plug-ins are imported once a launch instead of once a rank (once a run
 when the agent itself is forked from the run's zygote, `harness.launch.zygote`). A forked

@@ -20,7 +20,14 @@ from pathlib import Path
 from typing import IO, Any
 
 from harness.config.bench import ConfigError
-from harness.config.ranks import FORK_RANKS, available_cpus, child_environment, forks_ranks, threads_per_rank
+from harness.config.ranks import (
+    FORK_RANKS,
+    available_cpus,
+    check_gpu_zygote_switch,
+    child_environment,
+    forks_ranks,
+    threads_per_rank,
+)
 from harness.handoff import liveness
 from harness.handoff.progress import read_step_progress
 from harness.launch import supervise, zygote
@@ -33,13 +40,14 @@ ONE_NODE_LAUNCH = Rendezvous()
 POLL_S = 0.1  # how often the supervisor looks at a launch: an ended launch is seen within it
 
 
-def check_fault_switch() -> None:
-    """DDPBENCH_FAULT, read before any run folder is made: a typo is bad input (exit 2), not a run whose
-    every configuration fails in its ranks."""
+def check_switches() -> None:
+    """DDPBENCH_FAULT and DDPBENCH_GPU_ZYGOTE, read before any run folder is made: a typo is bad input (exit 2),
+    not a run whose every configuration fails in its ranks, or one that quietly measures the other launch."""
     from harness.handoff import faults
 
     try:
         faults.check_fault_environment()
+        check_gpu_zygote_switch()
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
 
@@ -56,7 +64,7 @@ def torchrun_command(
     # torchrun notices a dead rank within the monitor interval; its @record error files
     # (a rank's uncaught exception, with its traceback) go into the run folder. harness.launch.agent is
     # torchrun's own main, without the half second of finalisation after a launch that went well, and
-    # with `fork_ranks` the module imported once and every rank forked from it (CPU launches).
+    # with `fork_ranks` the module imported once and every rank forked from it.
     logging = [f"--log-dir={log_dir}"] if log_dir is not None else []
     forking = [FORK_RANKS] if fork_ranks else []
     return [
@@ -86,14 +94,20 @@ def end_early() -> None:
     zygote.close_all()
 
 
-def _start(command: list[str], module: str, *, log: IO, env: dict[str, str], fork: bool) -> supervise.Agent:
-    """The launch's agent: on the CPU forked from the run's zygote for `module` (its imports done once
-    a run, `harness.launch.zygote`), else (or if the zygote is gone) a fresh `python -m` process. A
-    command that is not the agent's (a wrapper, a test's stand-in) runs as it is given."""
+def _start(
+    command: list[str], module: str, *, log: IO, env: dict[str, str], fork: bool, cuda: bool = False
+) -> supervise.Agent:
+    """The launch's agent: where it forks its ranks (`fork`), forked from the run's zygote for `module` (its
+    imports done once a run, `harness.launch.zygote`), else (or if the zygote is gone) a fresh `python -m`
+    process, which on a GPU (`cuda`) starts its ranks as fresh interpreters too. A command that is not the
+    agent's (a wrapper, a test's stand-in) runs as it is given."""
     if fork and command[:3] == [sys.executable, "-m", AGENT]:
-        forked = zygote.for_launch(module, env).start(command[3:], log=Path(log.name), env=env)
+        parent = zygote.for_launch(module, env, cuda=cuda)
+        forked = parent.start(command[3:], log=Path(log.name), env=env) if parent is not None else None
         if forked is not None:
             return forked
+        if cuda:  # the module's import may be what initialised CUDA: not in the agent either
+            command = [arg for arg in command if arg != FORK_RANKS]
     return supervise.start(command, log=log, env=env)
 
 
@@ -155,9 +169,9 @@ def launch_ranks(
     device: str,
 ) -> LaunchEnd:
     """Run `python -m module plan_path` in `world` ranks (plus `extra_ranks`, e.g. a parameter
-    server) under torchrun, watched until it ends or goes quiet for too long; on the CPU (`device`)
-    the agent is forked from the run's zygote, which imported the module once, and every rank from
-    the agent (`harness.launch.zygote`, `harness.launch.agent`).
+    server) under torchrun, watched until it ends or goes quiet for too long; the agent is forked from the
+    run's zygote, which imported the module once, and every rank from the agent (`harness.launch.zygote`,
+    `harness.launch.agent`; on a GPU while the zygote has not initialised CUDA, and unless DDPBENCH_GPU_ZYGOTE=0).
 
     The log is `run/logs/<name>.log`, torchrun's error files go to `run/logs/<name>.torchrun/`.
     `collect` says what finished (each finished unit is progress, and once all is done only the
@@ -178,7 +192,7 @@ def launch_ranks(
     follow = _Follow(supervise.ProgressWatch(timeout_s), before=read_step_progress(run))
     hang = None
     with open(log_path, "w") as log:
-        process = _start(command, module, log=log, env=child_environment(threads), fork=fork)
+        process = _start(command, module, log=log, env=child_environment(threads), fork=fork, cuda=device == "cuda")
         try:
             hang = _supervise(process, follow, run=run, ranks=world + extra_ranks, collect=collect, on_tick=on_tick)
             if hang is None:

@@ -1,7 +1,7 @@
-"""On the CPU, one process per run and rank module that imported torch, torchrun and the module once,
-and forks every launch's torchrun agent from itself.
+"""One process per run and rank module that imported torch, torchrun and the module once, and forks every
+launch's torchrun agent from itself.
 
-    python -m harness.launch.zygote MODULE    (started by `for_launch`; one request a line on stdin)
+    python -m harness.launch.zygote MODULE [--cuda]   (started by `for_launch`; one request a line on stdin)
 
 A CPU launch paid 2.5-3 s of imports in its agent before any rank ran (torch, its compiler, the
 plug-ins), again for every world size, repeat, round of `--repeats auto` and retry. Forked from the
@@ -14,6 +14,14 @@ forks, so a child inherits no lock another thread held.
 The supervisor follows a forked launch as it follows a Popen (`ForkedLaunch`): the zygote is the agent's
 parent and reports its exit status. A zygote that cannot start or dies leaves the launch to the usual
 `python -m harness.launch.agent` (`start` returns None), which then says in the log what failed.
+
+On a GPU (`--cuda`; off with DDPBENCH_GPU_ZYGOTE=0) the same, for as long as the zygote has not initialised
+CUDA: a child forked from a process that did cannot use the GPU. It imports with PYTORCH_NVML_BASED_CUDA_CHECK=1
+(torch then answers `is_available` and `device_count` from NVML, without starting CUDA), and so do its agents
+and their ranks; each rank starts CUDA itself when it picks its GPU (`harness.rank.dist`). Before every fork it
+asks torch whether CUDA is initialised (`fork_refusal`): if something it imported did, it forks nothing, the
+run says so once, and each launch starts fresh interpreters (`harness.launch.torchrun`). torch's own check
+sees only its own initialisation: a module that called the CUDA runtime directly would go unseen.
 """
 
 from __future__ import annotations
@@ -22,6 +30,7 @@ import atexit
 import gc
 import importlib
 import json
+import logging
 import os
 import select
 import signal
@@ -36,19 +45,22 @@ from harness.launch import supervise
 
 AGENT = "harness.launch.agent"  # torchrun itself (torch.distributed.run), leaving without finalisation
 READY_S = 300.0  # the zygote's imports before its first fork: as long as a launch's own start may take
+NVML_CHECK = "PYTORCH_NVML_BASED_CUDA_CHECK"  # torch's switch: CUDA's availability and GPU count asked of NVML
+CUDA_FLAG = "--cuda"
 
 
 class Zygote:
     """The parent's handle on one zygote process: requests down its stdin, replies up its stdout."""
 
-    def __init__(self, module: str, env: dict[str, str]) -> None:
-        self.module, self.env = module, env
+    def __init__(self, module: str, env: dict[str, str], *, cuda: bool = False) -> None:
+        self.module, self.env, self.cuda = module, env, cuda
+        self.refused: str | None = None  # why a GPU zygote forks nothing (`fork_refusal`)
         self.process = subprocess.Popen(
-            [sys.executable, "-m", __name__, module],
+            [sys.executable, "-m", __name__, module, *([CUDA_FLAG] if cuda else [])],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,  # a failure to import shows again in the fallback launch's log
-            env=env,
+            env={**env, NVML_CHECK: "1"} if cuda else env,
             start_new_session=True,  # Ctrl-C reaches ddpbench, which stops the launch, not the zygote
             preexec_fn=supervise.die_with_parent,
         )
@@ -59,7 +71,8 @@ class Zygote:
 
     def start(self, agent_args: list[str], *, log: Path, env: dict[str, str]) -> ForkedLaunch | None:
         """Fork an agent that runs `python -m harness.launch.agent AGENT_ARGS` with its output appended
-        to `log`, in `env` and this directory; None when the zygote is gone or never got ready."""
+        to `log`, in `env` and this directory; None when the zygote is gone, never got ready, or refused
+        (`refused`: CUDA initialised in it)."""
         request = {"argv": agent_args, "log": str(log), "env": env, "cwd": os.getcwd()}
         try:
             self.process.stdin.write(json.dumps(request).encode() + b"\n")
@@ -68,7 +81,12 @@ class Zygote:
             return None
         reply = self.reply(timeout=READY_S)
         if reply is None or "pid" not in reply:
+            self.refused = (reply or {}).get("refused")
             self.close()
+            if self.refused and self.module not in _refused:  # said once; no other zygote for the module
+                _refused[self.module] = self.refused
+                logging.getLogger("ddpbench").warning("%s; each GPU launch starts its ranks as fresh interpreters",
+                                                      self.refused)  # fmt: skip
             return None
         return ForkedLaunch(self, reply["pid"])
 
@@ -121,6 +139,7 @@ class ForkedLaunch:
 
 
 _running: dict[str, Zygote] = {}
+_refused: dict[str, str] = {}  # per module, why its GPU zygote forked nothing: no other is started for it
 
 # Written into this process's environment by torch itself, the first time anything asks where its compile cache is
 # (a torchvision model's import does): the default a fresh interpreter computes too, so it changes no import.
@@ -133,16 +152,18 @@ def _imports_alike(a: dict[str, str], b: dict[str, str]) -> bool:
     }
 
 
-def for_launch(module: str, env: dict[str, str]) -> Zygote:
+def for_launch(module: str, env: dict[str, str], *, cuda: bool = False) -> Zygote | None:
     """The zygote for `module`'s launches in `env` (the one already running, or a new one: a changed
     environment may change what importing does, so it is not reused across one). Each launch still gets
-    `env` itself (`Zygote.start`)."""
+    `env` itself (`Zygote.start`). On a GPU (`cuda`), None once a zygote of the module found CUDA initialised."""
+    if cuda and module in _refused:
+        return None
     zygote = _running.get(module)
-    if zygote is not None and (not _imports_alike(zygote.env, env) or not zygote.alive()):
+    if zygote is not None and (zygote.cuda != cuda or not _imports_alike(zygote.env, env) or not zygote.alive()):
         zygote.close()
         zygote = None
     if zygote is None:
-        zygote = _running[module] = Zygote(module, env)
+        zygote = _running[module] = Zygote(module, env, cuda=cuda)
     return zygote
 
 
@@ -152,8 +173,19 @@ def close_all() -> None:
         _running.popitem()[1].close()
 
 
-def serve(module: str) -> None:
-    """The zygote process: import, then fork one agent per request and report its pid and exit status."""
+def fork_refusal(module: str) -> str | None:
+    """Why a GPU zygote must not fork, or None: CUDA initialised in it (by importing `module` or torchrun's agent),
+    which a forked rank could not start again."""
+    import torch
+
+    if torch.cuda.is_initialized():
+        return f"CUDA was initialised in the GPU ranks' zygote by importing {module} or the agent"
+    return None
+
+
+def serve(module: str, *, cuda: bool = False) -> None:
+    """The zygote process: import, then fork one agent per request and report its pid and exit status (on a GPU,
+    unless CUDA is initialised here: then each request is answered with why, and nothing forked)."""
     importlib.import_module(module)  # first: a module that does not import fails before torch is loaded
     agent = importlib.import_module(AGENT)
     # What importing made is every child's: frozen, a rank's collections skip it (its freeze_survivors
@@ -163,6 +195,12 @@ def serve(module: str) -> None:
     requests, replies = sys.stdin.buffer, sys.stdout.buffer
     for line in requests:
         request = json.loads(line)
+        if cuda and (why := fork_refusal(module)):
+            replies.write(json.dumps({"refused": why}).encode() + b"\n")
+            replies.flush()
+            continue
+        if cuda:  # the agent, and the ranks it forks, ask NVML too: only a rank starts CUDA, after its fork
+            request["env"][NVML_CHECK] = "1"
         pid = os.fork()
         if pid == 0:
             _become_agent(agent, request)
@@ -206,4 +244,4 @@ def _become_agent(agent: Any, request: dict[str, Any]) -> None:
 
 
 if __name__ == "__main__":
-    serve(sys.argv[1])
+    serve(sys.argv[1], cuda=sys.argv[2:] == [CUDA_FLAG])

@@ -121,6 +121,11 @@ def test_collectives_reads_the_fault_switch_first_too(capsys, tmp_path, monkeypa
     assert "DDPBENCH_FAULT kind 'bogus'" in capsys.readouterr().err and not (tmp_path / "results").exists()
 
 
+def test_a_gpu_zygote_switch_it_cannot_read_is_bad_input_before_any_run_folder(capsys, tmp_path, monkeypatch):
+    monkeypatch.setenv("DDPBENCH_GPU_ZYGOTE", "off")
+    assert "DDPBENCH_GPU_ZYGOTE='off' is not valid; choose one of 0, 1" in refused(capsys, tmp_path, "--impls", "stock")
+
+
 @pytest.mark.parametrize(
     ("args", "said"),
     [

@@ -121,7 +121,12 @@ def test_a_wrong_guess_of_the_cpu_ends_the_early_zygote(monkeypatch):
     monkeypatch.setattr(cfgmod, "gpu_count", lambda: 2)
     started = []
     real = zygote.for_launch
-    monkeypatch.setattr(zygote, "for_launch", lambda module, env: started.append(real(module, env)) or started[-1])
+
+    def noting(module, env, cuda=False):
+        started.append(real(module, env, cuda=cuda))
+        return started[-1]
+
+    monkeypatch.setattr(zygote, "for_launch", noting)
     args = cli.build_parser().parse_args(["collectives", "--gpus", "2"])
     config, _ = collectives.collectives_config(args, command=("ddpbench",))
     assert config.device == "cuda" and len(started) == 1
@@ -136,7 +141,7 @@ def test_a_dry_run_starts_no_ranks_imports(monkeypatch, tmp_path):
 
     monkeypatch.setattr(cfgmod, "likely_cpu", lambda requested: True)
     started = []
-    monkeypatch.setattr(zygote, "for_launch", lambda module, env: started.append(module))
+    monkeypatch.setattr(zygote, "for_launch", lambda module, env, cuda=False: started.append(module))
     args = cli.build_parser().parse_args(["bench", "--results", str(tmp_path), "--impls", "naive", "--dry-run"])
     *_, configurations = bench._planned(args, command=("ddpbench",))
     assert configurations and started == []
@@ -154,7 +159,7 @@ from harness import cli
 from harness.config import bench
 from harness.launch import zygote
 bench.GPU_DEVICE_NODES = ('/no/such/device',)
-def noting(self, module, env):
+def noting(self, module, env, cuda=False):
     print(module, *(name in sys.modules for name in ('torch', 'pandas', 'harness.commands.bench')), flush=True)
     os._exit(0)
 zygote.Zygote.__init__ = noting
@@ -182,9 +187,9 @@ from harness.launch import zygote
 bench.GPU_DEVICE_NODES = ('/no/such/device',)
 print(bench.likely_cpu('auto'), 'torch' in sys.modules)
 real = zygote.Zygote.__init__
-def noting(self, module, env):
+def noting(self, module, env, cuda=False):
     print(module, 'torch' in sys.modules)
-    real(self, module, env)
+    real(self, module, env, cuda=cuda)
 zygote.Zygote.__init__ = noting
 parse = cli.build_parser().parse_args
 harness.commands.collectives.collectives_config(parse(['collectives', '--device', 'cpu']), command=())

@@ -10,7 +10,7 @@ import pytest
 
 from harness.config.bench import BenchConfig
 from harness.config.grid import expand
-from harness.config.ranks import FORK_RANKS, forks_ranks, threads_per_rank
+from harness.config.ranks import FORK_RANKS, GPU_ZYGOTE_ENV, forks_ranks, threads_per_rank
 from harness.launch import bench_run, supervise, torchrun
 from harness.launch import launcher as launch
 from harness.launch.rendezvous import ONE_NODE
@@ -33,11 +33,15 @@ def test_single_node_uses_its_own_rendezvous_and_several_nodes_the_c10d_one(tmp_
     assert command[-3:] == ["-m", "harness.rank.collectives", str(tmp_path / "p.json")]
 
 
-def test_cpu_ranks_are_forked_from_the_agent_and_cuda_ranks_start_fresh(tmp_path):
+def test_ranks_are_forked_from_the_agent_and_cuda_ranks_start_fresh_with_the_gpu_zygote_off(tmp_path, monkeypatch):
     one = launch.rendezvous(BenchConfig(gpus=2, impls=("naive",)), "r")
-    forking = torchrun.torchrun_command(launch.WORKER, tmp_path / "p.json", local_ranks=2, rendezvous=one,
-                                        fork_ranks=forks_ranks("cpu"))  # fmt: skip
-    assert forking[2:4] == ["harness.launch.agent", FORK_RANKS]
+    monkeypatch.delenv(GPU_ZYGOTE_ENV, raising=False)
+    for device in ("cpu", "cuda"):
+        forking = torchrun.torchrun_command(launch.WORKER, tmp_path / "p.json", local_ranks=2, rendezvous=one,
+                                            fork_ranks=forks_ranks(device))  # fmt: skip
+        assert forking[2:4] == ["harness.launch.agent", FORK_RANKS]
+    monkeypatch.setenv(GPU_ZYGOTE_ENV, "0")
+    assert forks_ranks("cpu")  # the switch is the GPU's alone
     fresh = torchrun.torchrun_command(launch.WORKER, tmp_path / "p.json", local_ranks=2, rendezvous=one,
                                       fork_ranks=forks_ranks("cuda"))  # fmt: skip
     assert FORK_RANKS not in fresh and fresh[2] == "harness.launch.agent"
