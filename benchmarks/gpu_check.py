@@ -25,6 +25,8 @@ Lines (each ok or FAIL; exit 1 on any FAIL, 2 on bad usage):
   and, with the held state, within the allocator's peak;
 - bucketed/stock ≤ 1.00 per workload; the fixed cost: wall / timed steps ≤ 1.5 for the default bench
   (every strategy, 20 steps) of gpt2/full and resnet50/full;
+- the GPU zygote: one bench of one gpt2/full configuration with the ranks forked from the run's zygote, then
+  the same with DDPBENCH_GPU_ZYGOTE=0 (fresh interpreters), each's wall and split: shown;
 - provenance (driver, CUDA, NCCL, topology); what a process can use of the GPU against the built-in profile's
   `gpu_memory_gib` (shown);
 - DDP's own cost on this GPU, carried to dgx1-v100: ResNet-50's predicted step at 8 and 16 GPUs
@@ -38,6 +40,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -124,11 +127,12 @@ FP16 = ("--gpus", "1", "--dtype", "fp16", "--impls", "stock,zero,fsdp", "--workl
 whose steps take seconds: every row's parity, as in any run's line."""
 
 
-def bench(results: Path, run_id: str, setup: Setup, *flags: str) -> int:
+def bench(results: Path, run_id: str, setup: Setup, *flags: str, env: dict[str, str] | None = None) -> int:
     where = ["--device", setup.device, "--no-baseline", "--results", str(results), "--run-id", run_id]
     command = [sys.executable, "-m", "harness", "bench", *where, *flags]
-    print("$", " ".join(command), flush=True)
-    return subprocess.call(command)
+    said = " ".join(f"{k}={v}" for k, v in (env or {}).items())
+    print("$", *([said] if said else []), " ".join(command), flush=True)
+    return subprocess.call(command, env={**os.environ, **env} if env else None)
 
 
 def run_benches(results: Path, setup: Setup) -> dict[str, int]:
@@ -315,17 +319,53 @@ def steady_line(results: Path, setup: Setup) -> Line:
                 None if setup.quick else not failed)  # fmt: skip
 
 
+def split(summary: dict, *always: str, largest: int = 5) -> str:
+    """A run's phases beyond its steps, the `largest` first, then `always` where not among them: 'parity 49.0, …'."""
+    phases = summary.get("phases_s") or summary.get("fixed_cost_s", {})
+    beyond = [k for _, k in sorted(((v, k) for k, v in phases.items() if k != "steps"), reverse=True)][:largest]
+    return ", ".join(f"{k} {phases.get(k, 0.0):.1f}" for k in [*beyond, *(k for k in always if k not in beyond)])
+
+
 def fixed_cost_line(results: Path, setup: Setup) -> Line:
     summary = json.loads((results / "w1-bf16" / layout.SUMMARY_JSON).read_text())
     ratio = summary["wall_s"] / summary["training_step_s"]
-    beyond = sorted(
-        ((v, k) for k, v in (summary.get("phases_s") or summary.get("fixed_cost_s", {})).items() if k != "steps"),
-        reverse=True,
+    value = (
+        f"{summary['wall_s']:.1f} s / {summary['training_step_s']:.1f} s of steps = {ratio:.2f}× "
+        f"(largest: {split(summary)})"
     )
-    split = ", ".join(f"{k} {v:.1f}" for v, k in beyond[:5])
-    value = f"{summary['wall_s']:.1f} s / {summary['training_step_s']:.1f} s of steps = {ratio:.2f}× (largest: {split})"
     judged = None if setup.quick else ratio <= FIXED_COST_RATIO
     return Line(f"fixed cost: wall / steps of w1-bf16 ({' '.join(setup.big)})", value, judged)
+
+
+ZYGOTE_RUNS = {"zygote-on": {}, "zygote-off": {"DDPBENCH_GPU_ZYGOTE": "0"}}
+"""The GPU zygote's pair, in this order: ranks forked from the run's zygote (the default), then fresh interpreters.
+One launch each (its fixed cost is what the zygote changes: the ranks' imports, 6.0-6.3 s a launch on the H200
+before it), of a bench short enough that the pair adds well under a minute to the check (about 20 s each, going
+by the H200's split of a gpt2/full launch: start, launch, imports, model info, parity)."""
+
+
+def zygote_benches(results: Path, setup: Setup) -> dict[str, int]:
+    workload, size = ("mlp", "tiny") if setup.quick else ("gpt2", "full")
+    one = ("--gpus", "1", "--workloads", workload, "--size", size, "--impls", "stock", *SHORT)
+    dtype = ("--dtype", "fp32" if setup.quick else "bf16")
+    return {run_id: bench(results, run_id, setup, *one, *dtype, env=env) for run_id, env in ZYGOTE_RUNS.items()}
+
+
+def zygote_line(results: Path, codes: dict[str, int], setup: Setup) -> Line:
+    """Each run of the pair: its exit, wall, steps and split (imports always): shown. Judged nowhere: one pair is
+    one launch each, and on the CPU both fork (the switch is the GPU's)."""
+    said = []
+    for run_id, code in codes.items():
+        path = results / run_id / layout.SUMMARY_JSON
+        if code != 0 or not path.is_file():
+            said.append(f"{run_id}: exit {code}")
+            continue
+        summary = json.loads(path.read_text())
+        said.append(f"{run_id} {summary['wall_s']:.1f} s ({summary['training_step_s']:.1f} s of steps; "
+                    f"{split(summary, 'imports', 'launch', largest=3)})")  # fmt: skip
+    failed = any(code != 0 for code in codes.values())
+    return Line("GPU zygote: wall with forked ranks, then fresh", "; ".join(said), False if failed else None,
+                unjudged="needs CUDA" if setup.quick else "shown")  # fmt: skip
 
 
 def trace_lines(results: Path, setup: Setup) -> list[Line]:
@@ -485,11 +525,13 @@ def all_lines(out: Path, results: Path, setup: Setup) -> list[Line]:
     published = ddp_published_line(out, setup)  # first: the open issue's line, printed before the rest can stall
     print(f"{published.check}: {published.verdict}: {published.value}", flush=True)
     codes = run_benches(results, setup)
+    zygote_codes = zygote_benches(results, setup)
     lines = strategy_lines(results, codes) + nvml_lines(results, setup) + ratio_lines(results, setup)
     lines.append(steady_line(results, setup))
     lines += activation_lines(results, setup)
     lines += activation_allocator_lines(setup)
-    lines += [fixed_cost_line(results, setup), *trace_lines(results, setup), sampler_line(out, setup)]
+    lines += [fixed_cost_line(results, setup), zygote_line(results, zygote_codes, setup)]
+    lines += [*trace_lines(results, setup), sampler_line(out, setup)]
     lines.append(hook_cost_line(out, setup))
     quick = setup.quick
     lines.append(event_vs_wall_clock() if not quick else Line("CUDA events vs synchronised wall clock", "", None))

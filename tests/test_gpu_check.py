@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -26,3 +27,24 @@ def test_the_ddp_check_reads_pytorchs_published_points_and_holds_the_3_percent_a
     flat = {**close, (8, 1.0): close[(8, 25.0)] - 0.1}  # within 3 %, but 1 MiB no slower than 25 MiB
     text, ok = ddp_published.compare(flat)
     assert not ok and "1 MiB slower than 25 MiB: no" in text
+
+
+def test_the_zygote_pair_line_gives_each_runs_wall_and_split_with_its_imports_and_fails_on_a_failed_run(tmp_path):
+    from harness.results import layout
+
+    phases = {
+        "zygote-on": {"steps": 0.7, "start": 4.1, "launch": 3.2, "imports": 0.2, "parity": 1.8, "model info": 3.5},
+        "zygote-off": {"steps": 0.7, "start": 4.0, "launch": 3.0, "imports": 6.1, "parity": 1.7, "model info": 3.4},
+    }
+    for run_id, split in phases.items():
+        (tmp_path / run_id).mkdir()
+        summary = {"wall_s": sum(split.values()) + 1, "training_step_s": split["steps"], "phases_s": split}
+        (tmp_path / run_id / layout.SUMMARY_JSON).write_text(json.dumps(summary))
+    line = gpu_check.zygote_line(tmp_path, {"zygote-on": 0, "zygote-off": 0}, gpu_check.Setup(quick=False))
+    assert line.ok is None and line.verdict == "shown"
+    assert line.value == (
+        "zygote-on 14.5 s (0.7 s of steps; start 4.1, model info 3.5, launch 3.2, imports 0.2); "
+        "zygote-off 19.9 s (0.7 s of steps; imports 6.1, start 4.0, model info 3.4, launch 3.0)"
+    )
+    failed = gpu_check.zygote_line(tmp_path, {"zygote-on": 0, "zygote-off": 1}, gpu_check.Setup(quick=False))
+    assert failed.ok is False and failed.value.endswith("; zygote-off: exit 1")
