@@ -149,6 +149,7 @@ def _planned(args: argparse.Namespace, *, command: tuple[str, ...]):
     """Every flag checked and the grid expanded, nothing written: (config, device, configurations)."""
     from harness.config import bench as cfgmod
     from harness.config import grid
+    from harness.config.ranks import forks_ranks
     from harness.launch.torchrun import end_early, start_worker_early
 
     # Default: every visible GPU, or 2 simulated ranks on the CPU.
@@ -161,7 +162,9 @@ def _planned(args: argparse.Namespace, *, command: tuple[str, ...]):
     config = bench_config(args, default_gpus=default_gpus, all_impls=impls.names(), command=command)
     device = cfgmod.resolve_device(config.device, cuda_available=cfgmod.cuda_available())
     if device != "cpu":
-        end_early()
+        end_early()  # the CPU's guess; a GPU's own zygote (unless switched off) begins its imports now
+        if forks_ranks(device) and not getattr(args, "dry_run", False):
+            start_worker_early(local_ranks=config.gpus, device=device)
     configurations = grid.expand(config, device=device, bf16_supported=device == "cuda" and _native_bf16())
     if device == "cuda":
         backend = cfgmod.resolve_backend(config.backend, device=device)

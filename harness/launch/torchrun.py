@@ -74,23 +74,25 @@ def torchrun_command(
     ]  # fmt: skip
 
 
-def start_early(module: str, *, threads: int) -> None:
-    """On the CPU, start the zygote for `module` (the ranks' imports: 2.5-3 s here) now, before the command's own
-    imports and checks, rather than at its first launch, in the environment `launch_ranks` gives a launch with
-    `threads` a rank. Bad input ends it unused; a first launch in another environment replaces it."""
-    zygote.for_launch(module, child_environment(threads))
+def start_early(module: str, *, threads: int, cuda: bool = False) -> None:
+    """Start the zygote for `module` (the ranks' imports: 2.5-3 s here) now, before the command's own imports and
+    checks (on a GPU, `cuda`: once the device is known), rather than at its first launch, in the environment
+    `launch_ranks` gives a launch with `threads` a rank. Bad input ends it unused; a first launch in another
+    environment replaces it."""
+    zygote.for_launch(module, child_environment(threads), cuda=cuda)
 
 
-def start_worker_early(*, local_ranks: int) -> None:
+def start_worker_early(*, local_ranks: int, device: str = "cpu") -> None:
     """`bench`'s zygote (`start_early` for its worker), for `local_ranks` ranks a node; where a strategy's extra rank
     changes each rank's share of the cores, the first launch replaces it. Light: the command line calls it before it
     imports the command (`harness.cli.start_ranks_early`)."""
-    start_early(WORKER, threads=threads_per_rank(device="cpu", max_local_ranks=local_ranks, cpu_count=available_cpus()))
+    threads = threads_per_rank(device=device, max_local_ranks=local_ranks, cpu_count=available_cpus())
+    start_early(WORKER, threads=threads, cuda=device == "cuda")
 
 
 def end_early() -> None:
-    """A GPU after all (`start_early` went by a guess): its launches start fresh interpreters, so the zygote
-    would only hold a core and 300 MiB until the command exits."""
+    """A GPU after all (`start_early` went by a guess, for the CPU), or nothing to launch: the zygote would only
+    hold a core and 300 MiB until the command exits."""
     zygote.close_all()
 
 

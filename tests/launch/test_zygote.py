@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from harness.config.ranks import FORK_RANKS
+from harness.config.ranks import FORK_RANKS, child_environment
 from harness.launch import torchrun, zygote
 
 
@@ -104,3 +104,21 @@ def test_a_gpu_zygote_with_cuda_untouched_forks_the_agent_which_forks_ranks_that
         assert said.read_text().split() == ["1", "1"]  # forked from the agent, CUDA's checks asked of NVML
     finally:
         zygote.close_all()
+
+
+def test_a_gpu_runs_zygote_starts_once_the_device_is_known_and_its_first_launch_finds_it(monkeypatch):
+    started = []
+
+    class Stub:  # what for_launch keeps of a zygote, without its process
+        def __init__(self, module, env, *, cuda=False):
+            self.module, self.env, self.cuda = module, env, cuda
+            started.append(self)
+
+        def alive(self):
+            return True
+
+    monkeypatch.setattr(zygote, "Zygote", Stub)
+    monkeypatch.setattr(zygote, "_running", {})
+    torchrun.start_worker_early(local_ranks=8, device="cuda")
+    first_launch = zygote.for_launch(torchrun.WORKER, child_environment(1), cuda=True)  # a GPU rank's one thread
+    assert started == [first_launch] and first_launch.cuda
