@@ -25,8 +25,9 @@ Lines (each ok or FAIL; exit 1 on any FAIL, 2 on bad usage):
   and, with the held state, within the allocator's peak;
 - bucketed/stock ≤ 1.00 per workload; the fixed cost: wall / timed steps ≤ 1.5 for the default bench
   (every strategy, 20 steps) of gpt2/full and resnet50/full;
-- the GPU zygote: one bench of one gpt2/full configuration with the ranks forked from the run's zygote, then
-  the same with DDPBENCH_GPU_ZYGOTE=0 (fresh interpreters), each's wall and split: shown;
+- the GPU zygote: one bench of one gpt2/full configuration with the ranks forked from the run's zygote
+  (DDPBENCH_GPU_ZYGOTE=1), then the same with fresh interpreters (the default until this pair has run), each's
+  wall and split: shown;
 - provenance (driver, CUDA, NCCL, topology); what a process can use of the GPU against the built-in profile's
   `gpu_memory_gib` (shown);
 - DDP's own cost on this GPU, carried to dgx1-v100: ResNet-50's predicted step at 8 and 16 GPUs
@@ -337,8 +338,9 @@ def fixed_cost_line(results: Path, setup: Setup) -> Line:
     return Line(f"fixed cost: wall / steps of w1-bf16 ({' '.join(setup.big)})", value, judged)
 
 
-ZYGOTE_RUNS = {"zygote-on": {}, "zygote-off": {"DDPBENCH_GPU_ZYGOTE": "0"}}
-"""The GPU zygote's pair, in this order: ranks forked from the run's zygote (the default), then fresh interpreters.
+ZYGOTE_RUNS = {"zygote-on": {"DDPBENCH_GPU_ZYGOTE": "1"}, "zygote-off": {"DDPBENCH_GPU_ZYGOTE": "0"}}
+"""The GPU zygote's pair, in this order: ranks forked from the run's zygote (DDPBENCH_GPU_ZYGOTE=1), then fresh
+interpreters (the default).
 One launch each (its fixed cost is what the zygote changes: the ranks' imports, 6.0-6.3 s a launch on the H200
 before it), of a bench short enough that the pair adds well under a minute to the check (about 20 s each, going
 by the H200's split of a gpt2/full launch: start, launch, imports, model info, parity)."""

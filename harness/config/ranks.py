@@ -44,8 +44,9 @@ seen before its peers, whose "connection reset" is only the echo of its death.""
 
 
 GPU_ZYGOTE_ENV = "DDPBENCH_GPU_ZYGOTE"
-"""`0` starts a GPU launch's ranks as fresh interpreters; `1` (or unset) forks them as on the CPU, from an agent
-forked from the run's zygote, none of which has initialised CUDA (`harness.launch.zygote`)."""
+"""`1` forks a GPU launch's ranks as on the CPU, from an agent forked from the run's zygote, none of which has
+initialised CUDA (`harness.launch.zygote`); `0` (or unset) starts them as fresh interpreters. Off by default until a
+GPU check has measured it: a GPU run must not be the first to try a launch no GPU has run."""
 GPU_ZYGOTE_VALUES = ("0", "1")
 
 
@@ -58,10 +59,10 @@ def check_gpu_zygote_switch() -> None:
 
 def forks_ranks(device: str) -> bool:
     """Whether a launch forks its ranks from the agent, which imported their module once: on the CPU, and on a
-    GPU unless DDPBENCH_GPU_ZYGOTE=0. A CUDA rank can be forked only from a process that never initialised CUDA:
+    GPU with DDPBENCH_GPU_ZYGOTE=1. A CUDA rank can be forked only from a process that never initialised CUDA:
     the zygote checks that before each fork, and where it finds CUDA initialised the launch's ranks start as
     fresh interpreters (`harness.launch.torchrun`)."""
-    return device == "cpu" or (device == "cuda" and os.environ.get(GPU_ZYGOTE_ENV) != "0")
+    return device == "cpu" or (device == "cuda" and os.environ.get(GPU_ZYGOTE_ENV) == "1")
 
 
 def forked_rank() -> bool:

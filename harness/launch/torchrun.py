@@ -173,7 +173,7 @@ def launch_ranks(
     """Run `python -m module plan_path` in `world` ranks (plus `extra_ranks`, e.g. a parameter
     server) under torchrun, watched until it ends or goes quiet for too long; the agent is forked from the
     run's zygote, which imported the module once, and every rank from the agent (`harness.launch.zygote`,
-    `harness.launch.agent`; on a GPU while the zygote has not initialised CUDA, and unless DDPBENCH_GPU_ZYGOTE=0).
+    `harness.launch.agent`; on a GPU while the zygote has not initialised CUDA, with DDPBENCH_GPU_ZYGOTE=1).
 
     The log is `run/logs/<name>.log`, torchrun's error files go to `run/logs/<name>.torchrun/`.
     `collect` says what finished (each finished unit is progress, and once all is done only the

@@ -15,13 +15,14 @@ The supervisor follows a forked launch as it follows a Popen (`ForkedLaunch`): t
 parent and reports its exit status. A zygote that cannot start or dies leaves the launch to the usual
 `python -m harness.launch.agent` (`start` returns None), which then says in the log what failed.
 
-On a GPU (`--cuda`; off with DDPBENCH_GPU_ZYGOTE=0) the same, for as long as the zygote has not initialised
-CUDA: a child forked from a process that did cannot use the GPU. It imports with PYTORCH_NVML_BASED_CUDA_CHECK=1
-(torch then answers `is_available` and `device_count` from NVML, without starting CUDA), and so do its agents
-and their ranks; each rank starts CUDA itself when it picks its GPU (`harness.rank.dist`). Before every fork it
-asks torch whether CUDA is initialised (`fork_refusal`): if something it imported did, it forks nothing, the
-run says so once, and each launch starts fresh interpreters (`harness.launch.torchrun`). torch's own check
-sees only its own initialisation: a module that called the CUDA runtime directly would go unseen.
+On a GPU (`--cuda`; only with DDPBENCH_GPU_ZYGOTE=1, until a GPU check has measured it) the same, for as long as
+the zygote has not initialised CUDA: a child forked from a process that did cannot use the GPU. It imports with
+PYTORCH_NVML_BASED_CUDA_CHECK=1 (torch then answers `is_available` and `device_count` from NVML, without starting
+CUDA), and so do its agents and their ranks; each rank starts CUDA itself when it picks its GPU
+(`harness.rank.dist`). Before every fork it asks torch whether CUDA is initialised (`fork_refusal`): if something
+it imported did, it forks nothing, the run says so once, and each launch starts fresh interpreters
+(`harness.launch.torchrun`). torch's own check sees only its own initialisation: a module that called the CUDA
+runtime directly would go unseen.
 """
 
 from __future__ import annotations

@@ -29,7 +29,7 @@ ENV_NAMES = (
     # The allocator and the math libraries: each changes GPU time or memory without a code change.
     "PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_NO_CUDA_MEMORY_CACHING", "CUBLAS_WORKSPACE_CONFIG", "NVIDIA_TF32_OVERRIDE",
     # A fault injected on purpose (a rank held, a rank killed): a run slowed by one must say so, and compare tell it.
-    # The GPU zygote switched off: a GPU run's ranks started as fresh interpreters, which its fixed cost shows.
+    # The GPU zygote switched on: a GPU run's ranks forked, not fresh interpreters, which its fixed cost shows.
     "DDPBENCH_FAULT", "DDPBENCH_GPU_ZYGOTE",
 )  # fmt: skip
 

@@ -33,18 +33,22 @@ def test_single_node_uses_its_own_rendezvous_and_several_nodes_the_c10d_one(tmp_
     assert command[-3:] == ["-m", "harness.rank.collectives", str(tmp_path / "p.json")]
 
 
-def test_ranks_are_forked_from_the_agent_and_cuda_ranks_start_fresh_with_the_gpu_zygote_off(tmp_path, monkeypatch):
+def test_ranks_are_forked_from_the_agent_and_cuda_ranks_start_fresh_unless_the_gpu_zygote_is_on(tmp_path, monkeypatch):
     one = launch.rendezvous(BenchConfig(gpus=2, impls=("naive",)), "r")
-    monkeypatch.delenv(GPU_ZYGOTE_ENV, raising=False)
-    for device in ("cpu", "cuda"):
-        forking = torchrun.torchrun_command(launch.WORKER, tmp_path / "p.json", local_ranks=2, rendezvous=one,
-                                            fork_ranks=forks_ranks(device))  # fmt: skip
-        assert forking[2:4] == ["harness.launch.agent", FORK_RANKS]
-    monkeypatch.setenv(GPU_ZYGOTE_ENV, "0")
-    assert forks_ranks("cpu")  # the switch is the GPU's alone
-    fresh = torchrun.torchrun_command(launch.WORKER, tmp_path / "p.json", local_ranks=2, rendezvous=one,
-                                      fork_ranks=forks_ranks("cuda"))  # fmt: skip
-    assert FORK_RANKS not in fresh and fresh[2] == "harness.launch.agent"
+
+    def command(device):
+        return torchrun.torchrun_command(launch.WORKER, tmp_path / "p.json", local_ranks=2, rendezvous=one,
+                                         fork_ranks=forks_ranks(device))  # fmt: skip
+
+    for switch in (None, "0"):  # off by default until a GPU has measured it
+        monkeypatch.delenv(GPU_ZYGOTE_ENV, raising=False) if switch is None else monkeypatch.setenv(
+            GPU_ZYGOTE_ENV, switch
+        )
+        assert command("cpu")[2:4] == ["harness.launch.agent", FORK_RANKS]  # the switch is the GPU's alone
+        fresh = command("cuda")
+        assert FORK_RANKS not in fresh and fresh[2] == "harness.launch.agent"
+    monkeypatch.setenv(GPU_ZYGOTE_ENV, "1")
+    assert command("cuda")[2:4] == ["harness.launch.agent", FORK_RANKS]
 
 
 def test_every_simulated_gpu_gets_the_same_share_of_cores_at_every_world_size():

@@ -59,8 +59,8 @@ def test_distributed_environment_variables_are_recorded(monkeypatch):
     monkeypatch.setenv("NCCL_DEBUG", "INFO")
     monkeypatch.setenv("OMP_NUM_THREADS", "3")
     monkeypatch.setenv("UNRELATED_SECRET", "x")
-    monkeypatch.setenv("DDPBENCH_GPU_ZYGOTE", "0")  # how a GPU run's ranks started
+    monkeypatch.setenv("DDPBENCH_GPU_ZYGOTE", "1")  # how a GPU run's ranks started
     recorded = env.distributed_env_vars()
     assert recorded["NCCL_DEBUG"] == "INFO" and recorded["OMP_NUM_THREADS"] == "3"
-    assert recorded["DDPBENCH_GPU_ZYGOTE"] == "0"
+    assert recorded["DDPBENCH_GPU_ZYGOTE"] == "1"
     assert "UNRELATED_SECRET" not in recorded
