@@ -126,16 +126,20 @@ def _locate(args: argparse.Namespace) -> None:
 def record_session(run, command: tuple[str, ...]) -> int:
     """This session into run.json's `sessions` (each: when it started, its command line), the first made from the
     run's own `started_at` and `command` where it has no list yet; how many there are now. A page must not say
-    one command made a run that several did (summary.json counts the sessions, but not what each ran)."""
+    one command made a run that several did (summary.json counts the sessions, but not what each ran). A fault
+    injected in this session (DDPBENCH_FAULT) is recorded with it: run.json's environment is the first session's."""
     import datetime
+    import os
 
+    from harness.analysis.verdicts.environment import FAULT_VARIABLE
     from harness.results import store
     from harness.results.layout import RunFolder
 
     meta = store.read_run_meta(run)
     sessions = meta.get("sessions") or [{"started_at": meta.get("started_at"), "command": meta.get("command")}]
     now = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
-    meta["sessions"] = [*sessions, {"started_at": now, "command": list(command)}]
+    fault = os.environ.get(FAULT_VARIABLE, "").strip()
+    meta["sessions"] = [*sessions, {"started_at": now, "command": list(command), **({"fault": fault} if fault else {})}]
     store.write_json(RunFolder(run).run_json, meta)
     return len(meta["sessions"])
 

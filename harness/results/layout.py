@@ -61,7 +61,7 @@ class Entry:
 ENTRIES = (
     Entry(RUN_JSON, "the environment, the command line and the planned grid (written first; under --repeats "
           "auto each round adds its configurations, and `look_sizes` how many the look that asked for it saw; "
-          "`sessions`, once --resume goes on with it: each session's start and command line)",
+          "`sessions`, once --resume goes on with it: each session's start, command line and any DDPBENCH_FAULT)",
           "bench, collectives"),
     Entry("configs/<config_id>.parquet", "one row per configuration: status, step time, memory, parity, options",
           "rank 0; the launcher for a failed one"),

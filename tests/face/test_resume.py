@@ -180,3 +180,18 @@ def test_a_resume_whose_open_verdicts_all_need_more_than_max_repeats_sends_them_
                           "--max-repeats 6, which --resume keeps: to decide it, a new run: "), out  # fmt: skip
     assert out.endswith(" bench --impls stock --max-repeats 8; nothing was written\n"), out
     assert "sessions" not in store.read_run_meta(run)
+
+
+def test_a_fault_injected_only_in_a_resumed_session_is_recorded_and_named(tmp_path, monkeypatch):
+    """run.json's environment is the first session's: a fault set only for --resume read as a clean run on its pages."""
+    from harness.analysis.verdicts.environment import injected_fault
+    from harness.commands.resume import record_session
+    from harness.results.layout import RunFolder
+
+    store.write_json(RunFolder(tmp_path).run_json, {"started_at": "t0", "command": ["ddpbench", "bench"]})
+    monkeypatch.delenv("DDPBENCH_FAULT", raising=False)
+    record_session(tmp_path, ("ddpbench", "bench", "--resume", "r"))
+    assert injected_fault(store.read_run_meta(tmp_path)) == ""  # a clean resume records no fault
+    monkeypatch.setenv("DDPBENCH_FAULT", "slow:rank=1,ms=10")
+    record_session(tmp_path, ("ddpbench", "bench", "--resume", "r"))
+    assert injected_fault(store.read_run_meta(tmp_path)) == "slow:rank=1,ms=10"

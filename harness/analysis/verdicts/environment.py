@@ -22,10 +22,12 @@ FAULT_VARIABLE = "DDPBENCH_FAULT"
 
 
 def injected_fault(meta: dict) -> str:
-    """'slow:impl=stock,world=2,ms=1500': the DDPBENCH_FAULT a run recorded in run.json, '' where none. A variable
-    left set in CI makes a run whose verdicts are the fault's: its console, pages and comparisons say so."""
+    """'slow:impl=stock,world=2,ms=1500': the DDPBENCH_FAULT a run recorded in run.json, at its start or in a
+    session that resumed it (`sessions`), '' where none. A variable left set in CI makes a run whose verdicts are
+    the fault's: its console, pages and comparisons say so."""
     variables = (meta.get("environment") or {}).get("env_vars") or {}
-    return str(variables.get(FAULT_VARIABLE) or "").strip()
+    recorded = [variables.get(FAULT_VARIABLE), *(s.get("fault") for s in meta.get("sessions") or [])]
+    return next((str(fault).strip() for fault in recorded if str(fault or "").strip()), "")
 
 
 def fault_words(fault: str) -> str:
