@@ -251,3 +251,36 @@ def test_a_what_if_heading_shortens_a_long_path_not_its_words_and_puts_the_batch
     assert heading.count('title="' + path + '"') == 2  # the path whole in each tooltip, shortened in sight
     same = full_size.heading(f"{path}/small, batch 1 per GPU", group.assign(step_batch=1), "")
     assert "</span>/full to train (profiled: " in same and ", batch 1 per GPU)</h2>" in same
+
+
+def test_scaling_says_what_the_shared_cores_allow_and_a_floor_below_the_strategies_is_no_bound():
+    """A page said 'local itself … keeps 21%: what this machine leaves any strategy' beside stock's 28 %, and no more
+    of 4 ranks on 2 cores, which keep 50 % at most: a reader took 28 % for the model's scaling."""
+    slow_floor = configs([
+        {"impl": "local", "world_size": 1, "step_ms_median": 40.0, "samples_per_s": 100.0},
+        {"impl": "local", "world_size": 4, "step_ms_median": 200.0, "samples_per_s": 84.0},
+        {"impl": "stock", "world_size": 1, "step_ms_median": 45.0, "samples_per_s": 90.0},
+        {"impl": "stock", "world_size": 4, "step_ms_median": 150.0, "samples_per_s": 112.0},
+        {"impl": "bucketed", "world_size": 1, "step_ms_median": 45.0, "samples_per_s": 90.0},
+        {"impl": "bucketed", "world_size": 4, "step_ms_median": 160.0, "samples_per_s": 104.0},
+    ])  # fmt: skip
+    meta = {"device": "cpu", "threads_per_rank": 1, "environment": {"cpu_count": 2}}
+    assert takeaways.scaling(slow_floor, workload="mlp", meta=meta) == (
+        "At 4 ranks, share of linear scaling kept against local at one rank: stock 28%, bucketed 26% (against their "
+        "own one-rank step: stock 31%, bucketed 29%); 4 ranks × 1 thread on 2 cores keep at most 50% here, whatever "
+        "the strategy; local itself, which communicates nothing, keeps 21%, less than stock and bucketed: its own "
+        "step is a measurement, no bound on theirs (the answer's 'Below the floor' note)."
+    )
+    # Four cores for four ranks bound nothing; a GPU run's cores none either.
+    roomy = {**meta, "environment": {"cpu_count": 4}}
+    assert "at most" not in takeaways.scaling(slow_floor, workload="mlp", meta=roomy)
+    assert "at most" not in takeaways.scaling(slow_floor, workload="mlp", meta={**meta, "device": "cuda"})
+
+
+def test_the_scaling_section_points_to_where_a_cluster_scaling_is_said():
+    from reports.pages.run.run_sections import on_a_cluster
+
+    shared = {"href": "h200.html", "title": "What if: gpt2 on dgx-h200", "book": "stock at 25 MiB"}
+    assert 'href="../h200.html"' in on_a_cluster({"run_id": "r", "device": "cpu", "predict_pages": [shared]})
+    assert "--cluster NAME --local-step-ms MS --page" in on_a_cluster({"run_id": "r", "device": "cpu"})
+    assert 'href="r.whatif.html"' in on_a_cluster({"run_id": "r", "device": "cuda", "whatif": "r.whatif.html"})

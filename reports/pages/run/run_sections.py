@@ -33,7 +33,7 @@ from reports.figures.captions import (
     SCALING_REPEATS,
 )
 from reports.pages import alerts, evidence, pooled
-from reports.pages.html import HEADING_NAME, FigureList, esc, format_number, name_html, table
+from reports.pages.html import HEADING_NAME, FigureList, esc, format_number, name_html, shared_link, table
 from reports.pages.run import takeaways
 
 
@@ -83,10 +83,26 @@ def scaling_section(run: RunData, workloads: list[str], figs: FigureList) -> str
     if len(world_sizes(run.configs)) < 2:
         return parts[0] + "<p>This run has one world size only: nothing to scale.</p>"
     for workload in workloads:
-        parts.append(takeaway(workload, takeaways.scaling(run.configs, workload=workload)))
+        parts.append(takeaway(workload, takeaways.scaling(run.configs, workload=workload, meta=run.meta)))
         pooled = SCALING_REPEATS if aggregate.has_repeats(run.configs) else ""
         parts.append(figs.add(figures.scaling(run.configs, workload=workload), CAPTIONS["scaling"] + pooled))
-    return "\n".join(parts)
+    return "\n".join([*parts, on_a_cluster(run.meta)])
+
+
+def on_a_cluster(meta: dict) -> str:
+    """Where the scaling on GPUs is said: the pages `predict --page` wrote of the run (their scaling efficiency per GPU
+    count), else a GPU run's what-if page, else the command that writes one (a CPU's shared cores say little of it)."""
+    pages = "; ".join(shared_link(p, up="../") for p in meta.get("predict_pages") or [])
+    if pages:
+        return f"<p>Its scaling efficiency on a cluster, per GPU count: {pages}.</p>"
+    if meta.get("whatif") and meta.get("device") == "cuda":
+        return f'<p>Its scaling efficiency on a cluster, per GPU count: <a href="{esc(meta["whatif"])}">what if on ' \
+               f"{esc(meta.get('whatif_cluster'))}</a>.</p>"  # fmt: skip
+    step = "" if meta.get("device") == "cuda" else " --local-step-ms MS"  # a CPU's step is no GPU's
+    return (
+        "<p>Its scaling efficiency on a cluster, per GPU count: <code>ddpbench predict --run "
+        f"{esc(meta.get('run_id', 'RUN'))} --cluster NAME{step} --page FILE.html</code>.</p>"
+    )
 
 
 def bucket_section(run: RunData, workloads: list[str], figs: FigureList) -> str:

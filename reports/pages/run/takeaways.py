@@ -13,8 +13,8 @@ import pandas as pd
 from harness.analysis import stats
 from harness.analysis.verdicts import decide
 from harness.perfmodel.memory import mib_text
-from harness.results.values import message_words, options_of
-from reports.aggregate import world_label
+from harness.results.values import counted, message_words, options_of
+from reports.aggregate import usable_cores, world_label
 from reports.pages import alerts, answer, evidence, pooled
 from reports.pages.whatif.full_size import default_configuration, yours_instead
 
@@ -54,12 +54,14 @@ def fastest(configs: pd.DataFrame, *, workload: str, confidence: float = stats.C
     return sentence + "."
 
 
-def scaling(configs: pd.DataFrame, *, workload: str) -> str:
+def scaling(configs: pd.DataFrame, *, workload: str, meta: dict | None = None) -> str:
     """'At 2 ranks, share of linear scaling kept against local at one rank (pooled over repeats): bucketed 72%,
     stock 67% (against their own one-rank step: bucketed 80%, stock 75%).' Ranked by the figure against one
     plain process (scaling.pooled_scaling's `scaling_efficiency_vs_local`), which orders as the step times do and
     counts each strategy's own cost at one rank; each one's own scaling after it. Without a `local` row at one
-    rank, the own figure alone, named as such. Pooled over repeats, never one repeat's one-rank launch."""
+    rank, the own figure alone, named as such. Pooled over repeats, never one repeat's one-rank launch. Where the
+    run's ranks shared a CPU's cores (`meta`'s), the most they could keep (cores_bound): a page said 28 % and no
+    more, and a reader took it for the model's scaling where 4 ranks on 2 cores keep 50 % at most."""
     rows = _largest_world(configs, workload=workload)
     rows = rows[rows["world_size"] > 1] if not rows.empty else rows
     figures = ["scaling_efficiency", "scaling_efficiency_vs_local"]
@@ -68,32 +70,56 @@ def scaling(configs: pd.DataFrame, *, workload: str) -> str:
         return ""
     repeats = " (pooled over repeats)" if (rows["repeats"] > 1).any() else ""
     world = world_label(int(rows["world_size"].iloc[0]))
+    nodes = configs["nnodes"].max() if "nnodes" in configs and configs["nnodes"].notna().any() else 1
+    bound = cores_bound(meta or {}, int(rows["world_size"].iloc[0]), nnodes=int(nodes))
     own = rows.dropna(subset=["scaling_efficiency"]).sort_values("scaling_efficiency", ascending=False, kind="stable")
     own_parts = ", ".join(f"{r.strategy} {r.scaling_efficiency:.0%}" for r in own.itertuples())
     if rows["scaling_efficiency_vs_local"].isna().any():  # one baseline for all, or none ranked against it
         if own.empty:
             return ""
-        return f"At {world}, share of linear scaling kept against each one's own one-rank step{repeats}: {own_parts}."
+        return (f"At {world}, share of linear scaling kept against each one's own one-rank step{repeats}: "
+                f"{own_parts}{bound}.")  # fmt: skip
     ranked = rows.sort_values("scaling_efficiency_vs_local", ascending=False, kind="stable")
     parts = ", ".join(f"{r.strategy} {r.scaling_efficiency_vs_local:.0%}" for r in ranked.itertuples())
     beside = f" (against their own one-rank step: {own_parts})" if own_parts else ""
-    return f"At {world}, share of linear scaling kept against local at one rank{repeats}: {parts}{beside}" + \
-        _floor_kept(configs, workload=workload, world=int(rows["world_size"].iloc[0])) + "."  # fmt: skip
+    return f"At {world}, share of linear scaling kept against local at one rank{repeats}: {parts}{beside}{bound}" + \
+        _floor_kept(configs, ranked, workload=workload, world=int(rows["world_size"].iloc[0])) + "."  # fmt: skip
 
 
-def _floor_kept(configs: pd.DataFrame, *, workload: str, world: int) -> str:
+def cores_bound(meta: dict, world: int, *, nnodes: int = 1) -> str:
+    """'; 4 ranks × 1 thread on 2 cores keep at most 50% here, whatever the strategy' where a CPU run's
+    ranks a node (at `world`) needed more cores than it could use (the run's recorded threads a rank and usable
+    cores, as the 'Cores shared' banner reads them); '' otherwise."""
+    cores = usable_cores(meta.get("environment") or {})
+    if meta.get("device") != "cpu" or not cores:
+        return ""
+    per_node = -(-world // max(nnodes, 1))
+    threads = int(meta.get("threads_per_rank") or 1)
+    if per_node * threads <= cores:
+        return ""
+    return (f"; {counted(per_node, 'rank')} × {counted(threads, 'thread')} on {counted(cores, 'core')} keep at most "
+            f"{cores / (per_node * threads):.0%} here, whatever the strategy")  # fmt: skip
+
+
+def _floor_kept(configs: pd.DataFrame, ranked: pd.DataFrame, *, workload: str, world: int) -> str:
     """'; local itself, which communicates nothing, keeps 41%: what the machine leaves any strategy' where the
     baseline at `world` keeps visibly less than all (a walkthrough read stock's 40 % as DDP's cost, where local's
-    own was 41 %: the ranks shared two cores); '' otherwise."""
+    own was 41 %: the ranks shared two cores); where strategies of `ranked` keep more than it, that, and that it is no
+    bound on them (a page said local's 21 % was what the machine left any strategy, beside stock's 28 %); ''
+    otherwise."""
     frame = pooled.ranked(configs, workload=workload)
     floor = frame[(frame["world_size"] == world) & frame["is_floor"]] if not frame.empty else frame
     kept = floor["scaling_efficiency"].dropna() if "scaling_efficiency" in floor else floor.iloc[:0]
     if kept.empty or kept.iloc[0] > 0.95:
         return ""
-    return (
-        f"; {floor['strategy'].iloc[0]} itself, which communicates nothing, keeps {kept.iloc[0]:.0%}: what this "
-        "machine leaves any strategy"
-    )
+    said = f"; {floor['strategy'].iloc[0]} itself, which communicates nothing, keeps {kept.iloc[0]:.0%}"
+    above = [
+        r.strategy for r in ranked.itertuples() if round(r.scaling_efficiency_vs_local, 2) > round(kept.iloc[0], 2)
+    ]
+    if above:
+        return (f"{said}, less than {', '.join(above[:-1]) + ' and ' if len(above) > 1 else ''}{above[-1]}: its own "
+                "step is a measurement, no bound on theirs (the answer's 'Below the floor' note)")  # fmt: skip
+    return f"{said}: what this machine leaves any strategy"
 
 
 def communication(configs: pd.DataFrame, *, workload: str) -> str:
