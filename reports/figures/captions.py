@@ -143,6 +143,10 @@ NOISE_REPEATS = (
     " With repeats, each bar is the median CV over the configuration's repeats, as the answer's noise column."
 )
 SCALING_REPEATS = " With repeats each point is pooled over them, as the sentence above."
+COMM_POOLED = (
+    " With repeats, this figure pools them, as the sentence above and the answer's 'comm. hidden': each bar the mean of"
+    " the repeats' per-step means, each share 1 − Σ not hidden / Σ in flight over them."
+)
 GAP_REPEATS = (
     " With repeats, each configuration is drawn from its median repeat by step time, the launch the step-time"
     " figures draw, as in the sentences below, and from every repeat where a slow rank was named."

@@ -710,3 +710,19 @@ def test_a_knob_sweep_names_each_configuration_by_what_it_sets_short_and_distinc
         "stock comm_hook=none",
         "stock",
     ]
+
+
+def test_the_overlap_chart_draws_the_pooled_share_the_sentence_above_it_says():
+    """§4's sentence said 'bucketed hides 54%' (pooled) over a chart of one repeat's 45 %: the chart pools now."""
+    from reports.aggregate import communication_over_repeats, typical_repeats
+    from reports.figures.steps import exposed_communication
+
+    comm = run(
+        repeats("local", [30.0, 31.0, 32.0]),
+        repeats("bucketed", [80.0, 82.0, 90.0], comm_ms=[100.0, 200.0, 300.0], exposed_comm_ms=[55.0, 60.0, 180.0]),
+    )
+    said = takeaways.communication(comm, workload="mlp")
+    assert "bucketed hides 51% of its communication (200.0 ms per step, mean)" in said  # 1 − 295/600
+    figure = exposed_communication(communication_over_repeats(typical_repeats(comm), comm), workload="mlp")
+    shares = [t.y[0] for t in figure.data if t.hovertemplate.startswith("%{y:.0%} hidden")]
+    assert shares == [pytest.approx(1 - 295 / 600)]  # the median repeat (82 ms) hid 70 %

@@ -24,6 +24,7 @@ from reports.figures import timeline as timelinefigures
 from reports.figures.captions import (
     BEATS_REFERENCE,
     CAPTIONS,
+    COMM_POOLED,
     GAP_REPEATS,
     MEMORY_REPEATS,
     NOISE_REPEATS,
@@ -203,9 +204,10 @@ def time_section(run: RunData, workloads: list[str], figs: FigureList) -> str:
         breakdown = stepfigures.time_breakdown(shown, run.phases, workload=workload)
         parts.append(figs.add(breakdown, CAPTIONS["breakdown"], once=note))
         parts.extend(why_slower(run, workload, figs))
-        exposed = stepfigures.exposed_communication(shown, workload=workload)
+        pooled_comm = aggregate.communication_over_repeats(shown, run.configs) if note else shown
+        exposed = stepfigures.exposed_communication(pooled_comm, workload=workload)
         if exposed is not None:
-            parts.append(figs.add(exposed, CAPTIONS["exposed"], once=note))
+            parts.append(figs.add(exposed, CAPTIONS["exposed"] + (COMM_POOLED if note else "")))
         parts.extend(timeline_figures(run, workload, figs))
     return "\n".join(parts)
 
