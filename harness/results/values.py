@@ -213,6 +213,12 @@ def ms_text(value: float) -> str:
     return f"{value:.0f}" if abs(value) >= 999.5 else f"{value:.3g}"
 
 
+def samples_text(per_s: float) -> str:
+    """Whole samples a second from 10 up; below, three significant digits (0.49, not '0'; 3.64 and 4.05, not both
+    '4'): the console's and the run page's configurations table's one formatter."""
+    return f"{per_s:.0f}" if per_s >= 10 else f"{per_s:.3g}"
+
+
 def counted(count: int, noun: str) -> str:
     """'1 thread', '4 threads', '0 grid steps': a count with its noun, singular for one (pages and lines once said
     'thread(s)'; stats.repeats_text and the figures' world labels count repeats and ranks so)."""

@@ -644,3 +644,15 @@ def test_the_sweeps_caption_is_said_once_under_the_last_strategys_figure():
     assert len(figures) == 2  # one a strategy
     caption = html.escape(captions.CAPTIONS["sweep"])
     assert section.count(caption) == 1 and caption in figures[-1]
+
+
+def test_the_configurations_table_says_samples_a_second_as_the_console_does():
+    """The table rounded 3.64 and 4.05 samples/s both to '4' where the console printed 3.64."""
+    from harness.commands.console import samples_text
+
+    blank = {column: None for column, _, _ in run_page.TABLE_COLUMNS}
+    rows = pd.DataFrame([{**blank, "config_id": f"c{i}", "status": "ok", "samples_per_s": v}
+                         for i, v in enumerate([3.64, 4.05, 152.4])])  # fmt: skip
+    cells = re.findall(r"<td>([^<]*)</td>", run_page.configs_table(rows))
+    assert {"3.64", "4.05", "152"} <= set(cells)
+    assert [samples_text(v) for v in (3.64, 4.05, 152.4)] == ["3.64", "4.05", "152"]

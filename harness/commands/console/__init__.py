@@ -12,7 +12,14 @@ from typing import TYPE_CHECKING, TextIO
 
 from harness.commands.console.invoked import resume_hint as resume_hint  # console.resume_hint
 from harness.results.invocation import retry_words as retry_words  # console.retry_words
-from harness.results.values import configuration_label, judging_repeat_in, message_words, options_words, parity_words
+from harness.results.values import (
+    configuration_label,
+    judging_repeat_in,
+    message_words,
+    options_words,
+    parity_words,
+    samples_text,
+)
 
 if (
     TYPE_CHECKING
@@ -320,11 +327,6 @@ def strategy_verdicts(verdicts: list) -> None:
 def seconds_text(seconds: float) -> str:
     """'0.2 s' or '703 s': tenths under 10 s, where whole seconds would read '0 s' beside a 36× ratio."""
     return f"{seconds:.1f} s" if seconds < 10 else f"{seconds:.0f} s"
-
-
-def samples_text(per_s: float) -> str:
-    """Whole samples a second from 10 up; below, three significant digits (0.49, not '0')."""
-    return f"{per_s:.0f}" if per_s >= 10 else f"{per_s:.3g}"
 
 
 def why_slower(lines: list[str]) -> None:

@@ -49,7 +49,7 @@ TABLE_COLUMNS = (
     ("step_ms_p10", "p10", 2),
     ("step_ms_p90", "p90", 2),
     ("step_ms_cv", "cv", 3),
-    ("samples_per_s", "samples/s (median step)", 0),
+    ("samples_per_s", "samples/s (median step)", None),  # samples_text, as the console says it
     ("scaling_efficiency", "scaling eff.", 3),
     ("scaling_efficiency_vs_local", "vs local at 1 rank", 3),
     ("exposed_comm_ms", "exposed comm ms", 2),

@@ -13,7 +13,7 @@ import pandas as pd
 
 from harness.analysis import roles, stats, why
 from harness.analysis.verdicts import sweep
-from harness.results.values import configuration_label, options_words
+from harness.results.values import configuration_label, options_words, samples_text
 from reports import aggregate
 from reports.aggregate import RunData, usable_cores, world_sizes
 from reports.figures import gap as gapfigures
@@ -55,6 +55,8 @@ def config_cell(column: str, value: Any, digits: int | None) -> str:
         return {True: "ok", False: "<b>FAILED</b>"}.get(None if missing else bool(value), "not judged")
     if column in ("parity_max_abs_diff", "parity_tolerance") and not missing:
         return f"{value:.2e}"
+    if column == "samples_per_s":
+        return "" if missing else samples_text(float(value))
     if column == "impl_options":
         return esc(options_text(value))
     if column in ("workload", "config_id"):
