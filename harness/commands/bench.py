@@ -264,15 +264,19 @@ def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
         return _ended_early(plan, stop, stops.received, began=began, progress=progress)
     finally:
         progress.close()
+    from harness.results import store
+
+    written = len(store.written_config_ids(plan.run)) if config.repeats != AUTO else 0  # this run's pace, for
+    repeat_s = (time.monotonic() - launched) * written / (written - done) / config.repeats if written > done else None
     with costs.timed(plan.phases_s, "verdicts"):
-        configs = _verdicts(config, plan)
+        configs = _verdicts(config, plan, repeat_s=repeat_s)  # the time more repeats would take
     failed_parity = int((~configs["parity_ok"].fillna(True).astype(bool)).sum()) if "parity_ok" in configs else 0
     return summarize(plan, time.monotonic() - began, parity_failed=failed_parity)
 
 
-def _verdicts(config: BenchConfig, plan):
-    """The run's end: its rows read once, the cap recommendations written, the verdicts and sentences said;
-    the rows returned."""
+def _verdicts(config: BenchConfig, plan, *, repeat_s: float | None = None):
+    """The run's end: its rows read once, the cap recommendations written, the verdicts and sentences said (with
+    `repeat_s`, the seconds one repeat of every configuration took: what more would take); the rows returned."""
     from harness.analysis import optimizer_lead
     from harness.analysis.verdicts import decide, sweep
     from harness.commands.console import invoked
@@ -289,7 +293,7 @@ def _verdicts(config: BenchConfig, plan):
         found = decide.verdicts(configs, steps, confidence=confidence)
         strategies = [v for v in found if v.kind == decide.STRATEGY]
         console.strategy_verdicts(strategies)
-        rounds.to_decide_fixed(found, repeats=config.repeats, max_repeats=config.max_repeats)
+        rounds.to_decide_fixed(found, repeats=config.repeats, max_repeats=config.max_repeats, repeat_s=repeat_s)
     lead = optimizer_lead.cpu_verdict_words(configs, steps, confidence=confidence, verdicts=strategies)
     if lead:  # a CPU optimizer's lead
         where = shlex.join(["--run", plan.run.name, "--results", str(plan.run.parent)])

@@ -289,6 +289,16 @@ def test_a_fixed_repeats_run_names_the_command_that_decides_its_open_verdicts(mo
     rounds.to_decide_fixed([short, far], repeats=3, max_repeats=20)
     assert "the 2 open verdicts: the same command with --repeats auto --max-repeats 41 (" in out.getvalue()
     assert "or with --repeats 41 (every configuration 41 times)" in out.getvalue()
+    out.truncate(0), out.seek(0)  # at this run's pace: 41 repeats of 90 s each
+    rounds.to_decide_fixed([short, far], repeats=3, max_repeats=20, repeat_s=90.0)
+    assert "(every configuration 41 times, about 62 min at this run's pace; auto, less)" in out.getvalue()
+    out.truncate(0), out.seek(0)  # 626 repeats of a 270 s round: 47 h, no command to run, what helps instead
+    needy = dataclasses.replace(far, repeats_needed=626)
+    rounds.to_decide_fixed([short, needy], repeats=2, max_repeats=20, repeat_s=270.0)
+    assert out.getvalue() == (
+        "ddpbench: the 2 open verdicts need about 626 repeats of a configuration, about 47.0 h at this run's pace: out "
+        "of reach here; more --steps a repeat and a quieter machine narrow the spread between launches they wait on\n"
+    )
     out.truncate(0), out.seek(0)
     rounds.to_decide_fixed([decided], repeats=3, max_repeats=20)
     assert out.getvalue() == ""  # nothing open: nothing to say

@@ -23,6 +23,8 @@ from harness.results.values import counted
 
 NAMED_UP_TO = 2
 """Up to this many open verdicts, a round's line names each with its estimate so far: what the round changed."""
+OUT_OF_REACH_S = 8 * 3600
+"""A fixed run's open verdicts that would take longer than this at its pace get no command, only what would help."""
 SECONDS_UNDER = 300
 """A time under this many seconds is said in seconds beside --budget's (duration_text says '4 min' from 90 s)."""
 
@@ -267,21 +269,31 @@ def _capped(still: list) -> list:
     return [v for v in still if v.repeats_needed and not v.reachable]
 
 
-def to_decide_fixed(found: list, *, repeats: int, max_repeats: int) -> None:
+def to_decide_fixed(found: list, *, repeats: int, max_repeats: int, repeat_s: float | None = None) -> None:
     """After a run of a fixed `--repeats N` whose verdicts stay open ('open after 1 repeats (need about 2)'): the
     command that decides them. Not --resume (it runs no repeat beyond the run's own --repeats, and refuses a new
     one): the same command with --repeats auto, which repeats only what the open ones rest on (with the
-    --max-repeats the neediest asks), or with --repeats M, every configuration M times."""
+    --max-repeats the neediest asks), or with --repeats M, every configuration M times, and how long that takes at
+    this run's pace (`repeat_s`: the seconds one repeat of every configuration took). Where that is past
+    OUT_OF_REACH_S, no command: a run said '--repeats 626' where that took 48 h, and what helps is a narrower spread."""
     still = [v for v in found if not v.decided]
     if not still:
         return
     if reach := [v for v in still if v not in _capped(still)]:
         need = max((int(v.repeats_needed) for v in reach if v.reachable), default=0)
-        most = f" --max-repeats {need}" if need > max_repeats else ""
-        every = f", or with --repeats {need} (every configuration {need} times)" if need > repeats else ""
         which = "the open verdict" if len(still) == 1 else f"the {len(still)} open verdicts"
         which = which if len(reach) == len(still) else f"the {len(reach)} of {len(still)} open verdicts within reach"
-        console.say(f"ddpbench: to decide {which}: the same command with --repeats auto{most} (it repeats only the "
-                    f"configurations they rest on, until each is decided){every}; "
-                    "--resume adds no repeats to a finished run")  # fmt: skip
+        took = need * repeat_s if repeat_s and need > repeats else None
+        pace = f", about {duration_text(took)} at this run's pace" if took else ""
+        if took and took > OUT_OF_REACH_S:
+            console.say(f"ddpbench: {which} need about {need} repeats of a configuration{pace}: out of reach "
+                        "here; more --steps a repeat and a quieter machine narrow the spread between launches they "
+                        "wait on")  # fmt: skip
+        else:
+            most = f" --max-repeats {need}" if need > max_repeats else ""
+            pace += "; auto, less" if pace else ""
+            every = f", or with --repeats {need} (every configuration {need} times{pace})" if need > repeats else ""
+            console.say(f"ddpbench: to decide {which}: the same command with --repeats auto{most} (it repeats only "
+                        f"the configurations they rest on, until each is decided){every}; "
+                        "--resume adds no repeats to a finished run")  # fmt: skip
     say_unreachable(still)
