@@ -169,6 +169,7 @@ def test_the_what_if_page_of_a_cpu_run_gives_its_communication_and_memory_and_no
     on_gpu = whatif.whatif_page({**store.read_run_meta(run), "device": "cuda"}, store.read_configs(run),
                                 model_tables.read_gradprofiles(run), cluster.load("dgx-h100"))  # fmt: skip
     assert "<b>Best cap for DDP</b>" in on_gpu and "its lead" in on_gpu and "names no step" not in on_gpu
+    assert "<title>What if: run bucket_sweep on dgx-h100</title>" in on_gpu  # once 'What if:  (run bucket_sweep)'
 
 
 def _steps_on_page(page: str) -> dict[int, tuple[str, str]]:

@@ -177,7 +177,7 @@ def whatif_page(meta: dict, configs: pd.DataFrame, profiles: pd.DataFrame, clust
     # a page to share is one setup's: the one it predicts (the full size, --batch-size's), the run's profile after
     predicted = full_size.predicted_name(rows, trained) if setup_name and not rows.empty else setup_name
     named = f"{setup_name} (run {run_id})" if predicted == setup_name else predicted
-    named = named or run_id
+    named = named if setup_name else f"run {run_id}"  # the run's own page, every setup: not ' (run ID)'
     title = f"What if: {named} on {cluster.name}" + (f" at a {local_step_ms:g} ms GPU step" if local_step_ms else "")
     title += " (an end of its bound)" if ends else ""  # not the step given: another GPU's, carried (wm.device_banner)
     title += f", from run {run_id}'s {setup_name} profile" if predicted != setup_name else ""
