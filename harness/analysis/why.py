@@ -41,6 +41,17 @@ def _get(row: Any, column: str) -> Any:
     return None if value is None or (isinstance(value, float) and pd.isna(value)) else value
 
 
+def heading(rows: pd.DataFrame) -> str:
+    """'why each is slower than local' where every row with a measured gap is slower (by NEGLIGIBLE of local's
+    step, as `sentence` says 'slower'), else 'how each differs from local': a heading of the first kind once stood
+    over 'runs faster than local (0.78× its mean step)' and a bar to −1000 ms."""
+    timed = rows.dropna(subset=["gap_ms", "step_ms_mean"]) if {"gap_ms", "step_ms_mean"} <= set(rows) else rows[:0]
+    slower = all(
+        gap >= NEGLIGIBLE * (step - gap) for gap, step in zip(timed["gap_ms"], timed["step_ms_mean"], strict=True)
+    )
+    return f"{'why each is slower than' if slower else 'how each differs from'} {roles.baseline_name()}"
+
+
 def largest_part(row: Any) -> str | None:
     """The part of the gap that dominates (a column of PART_WORDS), or None without a gap."""
     parts = {column: _get(row, column) for column in PART_WORDS}

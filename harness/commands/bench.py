@@ -299,7 +299,7 @@ def _verdicts(config: BenchConfig, plan, *, repeat_s: float | None = None):
         where = shlex.join(["--run", plan.run.name, "--results", str(plan.run.parent)])
         command = f"`{invoked.ddpbench_command()} predict {where} --cluster NAME --local-step-ms MS`"
         console.say(f"ddpbench: on this CPU, {lead}: {optimizer_lead.GPU_ANSWER.format(command=command)}")
-    console.why_slower(_why_lines(configs))
+    console.why_slower(*_why_lines(configs))
     console.drifting(_drift_lines(configs))
     return configs
 
@@ -321,12 +321,11 @@ def _drift_lines(configs) -> list[str]:
     return lines
 
 
-def _why_lines(configs) -> list[str]:
-    from harness.config.ranks import available_cpus
-
+def _why_lines(configs) -> tuple[list[str], str]:
     """The sentences of the configurations at the run's largest world size that have a measured gap, the
-    slow rank where one was found, and which strategies' gaps could not be taken apart, and why."""
+    slow rank where one was found, and which strategies' gaps could not be taken apart, and why; their heading."""
     from harness.analysis import why
+    from harness.config.ranks import available_cpus
 
     ok = configs[(configs["status"] == "ok") & (configs["world_size"] > 1)]
     largest = ok[ok["world_size"] == ok["world_size"].max()] if not ok.empty else ok
@@ -338,7 +337,7 @@ def _why_lines(configs) -> list[str]:
     for impl, notes in untimed.groupby("impl")["comm_note"]:
         by_note.setdefault(notes.iloc[0], []).append(impl)
     lines += [f"{', '.join(impls)}: not taken apart: {note}" for note, impls in by_note.items()]
-    return lines
+    return lines, why.heading(why.typical_repeats(largest))
 
 
 def _ended_early(plan, stop: BaseException, received: str | None, *, began: float, progress) -> int:

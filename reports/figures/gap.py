@@ -1,5 +1,5 @@
-"""Why each configuration is slower than `local`: its gap over the baseline as stacked measured parts
-(harness.analysis.gap), next to the phase breakdown. Parts below zero (compute faster than the
+"""How each configuration differs from `local` (why each is slower, where every one is): its gap over the baseline
+as stacked measured parts (harness.analysis.gap), next to the phase breakdown. Parts below zero (compute faster than the
 baseline's) stack downwards, so the bars' net height is the gap."""
 
 from __future__ import annotations
@@ -7,6 +7,7 @@ from __future__ import annotations
 import pandas as pd
 import plotly.graph_objects as go
 
+from harness.analysis import why
 from reports.aggregate import labelled
 from reports.figures.style import new_figure, styled
 
@@ -36,6 +37,6 @@ def gap_breakdown(configs: pd.DataFrame, *, workload: str) -> go.Figure | None:
                                 mode="markers", marker={"symbol": "line-ew-open", "size": 28, "color": "black"},
                                 hovertemplate="gap %{y:.2f} ms a step<extra></extra>"))  # fmt: skip
     figure.add_hline(y=0, line_color="#888")
-    title = f"{workload}: why each is slower than local (its gap, taken apart)"
+    title = f"{workload}: {why.heading(rows)} (its gap, taken apart)"
     axis = {"title": "ms a step (mean, slowest rank)"}
     return styled(figure, title=title, barmode="relative", yaxis=axis, legend_title="part")

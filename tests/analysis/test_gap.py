@@ -365,3 +365,18 @@ def test_the_sentence_takes_the_charts_launch_and_another_only_where_that_one_ha
     assert list(why.typical_repeats(rows)["repeat"]) == [2]  # among every timed repeat (the gapped ones: 104)
     rows.loc[2, "gap_ms"] = None  # that launch has no gap (no baseline in its round): the gapped repeats' median
     assert list(why.typical_repeats(rows)["repeat"]) == [0]
+
+
+def test_the_heading_says_slower_only_where_every_configuration_is():
+    """'Why each is slower than local' headed 'bucketed … runs faster than local (0.78× its mean step)' and a bar to
+    −1000 ms: the figure and the console say 'how each differs' where one is not slower."""
+    from reports.figures.gap import gap_breakdown
+
+    slower = pd.DataFrame([{"impl": "fsdp", "workload": "mlp", "world_size": 4, "status": "ok", "config_id": "a",
+                            "impl_options": "{}", "gap_ms": 420.0, "step_ms_mean": 2520.0, "gap_residual_ms": 0.0,
+                            **dict.fromkeys(why.PART_WORDS, 0.0)}])  # fmt: skip
+    faster = pd.concat([slower, slower.assign(impl="bucketed", config_id="b", gap_ms=-540.0, step_ms_mean=1910.0)])
+    assert why.heading(slower) == "why each is slower than local"
+    assert why.heading(faster) == "how each differs from local"
+    title = gap_breakdown(faster, workload="mlp").layout.title.text
+    assert title.startswith("mlp: how each differs from local (its gap, taken apart)")

@@ -329,13 +329,16 @@ def seconds_text(seconds: float) -> str:
     return f"{seconds:.1f} s" if seconds < 10 else f"{seconds:.0f} s"
 
 
-def why_slower(lines: list[str]) -> None:
-    """Each configuration's cost over the baseline, taken apart (harness.analysis.why), at the largest world size."""
+def why_slower(lines: list[str], heading: str = "") -> None:
+    """Each configuration's cost over the baseline, taken apart (harness.analysis.why), at the largest world size,
+    under `heading` (why.heading: 'why each is slower than local', or 'how each differs from local' where one is
+    not)."""
     from harness.analysis import roles
 
     if lines:
-        say(f"ddpbench: why each is slower than {roles.baseline_name()} at its world size, which communicates nothing "
-            "(measured parts of the gap: what data parallelism costs it; docs/output.md):")  # fmt: skip
+        said = heading or f"why each is slower than {roles.baseline_name()}"
+        say(f"ddpbench: {said} at its world size, which communicates nothing (measured parts of the "
+            "gap: what data parallelism costs it; docs/output.md):")  # fmt: skip
         for line in lines:
             _print(f"  {line}")
 
