@@ -25,7 +25,9 @@ def summarize(plan, wall_s: float, *, parity_failed: int = 0) -> int:
     text = counts_text(totals["status_counts"], parity_failed=parity_failed)
     sessions = totals["sessions"]
     wall = console.seconds_text(wall_s)
-    took = f"(this session: {wall}); the whole run has" if sessions > 1 else f"in {wall}:"
+    total, steps = (console.seconds_text(totals[key]) for key in ("wall_s", "training_step_s"))
+    runs = f"; over its {sessions} sessions the run took {total}, {steps} of training steps: summary.json adds them up"
+    took = f"(this session: {wall}{runs}); the whole run has" if sessions > 1 else f"in {wall}:"
     folder = Path(plan.run).parent
     results = "" if folder.resolve() == RESULTS.resolve() else f" --results {folder}"  # as report's default reads
     failed = totals["status_counts"].get("failed", 0)  # a failure is kept, not run again: how to, where it is counted
@@ -33,18 +35,8 @@ def summarize(plan, wall_s: float, *, parity_failed: int = 0) -> int:
     again = f"; {failed} failed: {console.retry_words(failed, command)}" if failed else ""
     console.say(f"ddpbench: run {plan.run_id} finished {took} {text}; results in {plan.run}/ (its pages: "
                 f"{invoked.ddpbench_command()} report{results}){again}")  # fmt: skip  # as typed: pasted in this shell
-    if sessions > 1:
-        console.say(f"ddpbench: over its {totals['sessions']} sessions the run took "
-                    f"{console.seconds_text(totals['wall_s'])} ({console.seconds_text(totals['training_step_s'])} "
-                    "of training steps); summary.json adds them up")  # fmt: skip
-    step_s = totals["session"]["training_step_s"]
-    if step_s:
-        # What the harness costs around the steps it measures: launches, builds, parity, writes.
-        of = f"this session's {wall}" if sessions > 1 else "that"
-        console.say(f"ddpbench: {console.seconds_text(step_s)} of {of} was training steps (warm-up included): "
-                    f"the wall time {wall_s / step_s:.2f}× theirs")  # fmt: skip
-    session = totals["session"]
-    console.fixed_cost_split(wall_s, session["phases_s"], run=plan.run)
+    session = totals["session"]  # at most one line more: the fixed cost, the steps, where the wall time went
+    console.fixed_cost_split(wall_s, session["phases_s"], run=plan.run, step_s=session["training_step_s"])
     said = contention.findings(contention.read(plan.run, plan.launches, plan.session))  # this session's
     if said:
         console.warning(f"not alone on this machine: {'; '.join(said)} (plan/*{contention.SUFFIX})")

@@ -41,14 +41,18 @@ def test_bench_prints_and_keeps_where_its_wall_time_went(tmp_path, capsys, monke
     line = next(line for line in out.splitlines() if "went (s):" in line)
     # In order, from the command's start (called in-process, as here, it may round away: under 0.05 s).
     wall = re.escape(console.seconds_text(summary["wall_s"]))
-    assert re.match(rf"ddpbench: where the {wall} went \(s\): (start [\d.]+, )?launch ", line)
+    assert re.search(rf"; where the {wall} went \(s\): (start [\d.]+, )?launch ", line)
+    # the end of a run in two lines: what finished, then its fixed cost, its steps and where its time went
+    lines = out.splitlines()
+    finished = next(k for k, said in enumerate(lines) if " finished in " in said)
+    assert lines[finished + 1] == line and line.startswith("ddpbench: fixed cost "), lines[finished:]
     # split as the dry run splits it (handoff.fixed_cost): once, a launch's, a configuration's, adding up to it
     session = summary["session"]
     launch = sum(session["phases_s"].get(p, 0.0) for p in costs.PER_LAUNCH)
     each = sum(session["phases_s"].get(p, 0.0) for p in costs.PER_CONFIGURATION)
     once = max(0.0, session["wall_s"] - session["phases_s"]["steps"] - launch - each)
     assert (f"beyond the timed steps: 1 launch at {launch:.2g} s, 1 configuration at {each:.2g} s, {once:.2g} s "
-            "once\n") in out  # fmt: skip
+            "once; ") in line  # fmt: skip
 
 
 def test_the_command_line_reads_its_flags_before_importing_torch():
@@ -81,7 +85,7 @@ def test_a_dry_run_takes_the_fixed_cost_from_an_earlier_runs_split(small_run, ca
     # the run's own last line said the same split: a configuration's cost is not the whole fixed cost over their count
     split = line.split("of fixed cost (")[1].split(")")[0]
     said = summarized(small_run)
-    assert said.endswith(f"beyond the timed steps: {split}"), (said, split)
+    assert f"beyond the timed steps: {split}; " in said, (said, split)
 
 
 def summarized(run) -> str:

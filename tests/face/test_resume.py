@@ -65,7 +65,7 @@ def test_resume_leaves_a_complete_run_alone_and_adds_a_retry_to_its_timings(tmp_
     assert total["training_step_s"] == pytest.approx(first["training_step_s"] + second["training_step_s"])
     for phase in ("launch", "build", "steps"):
         assert total["phases_s"][phase] == pytest.approx(first["phases_s"][phase] + second["phases_s"][phase])
-    assert "over its 2 sessions the run took" in out
+    assert "; over its 2 sessions the run took" in out.split(" finished ")[-1].splitlines()[0]  # its end's first line
     names = [r["launch"] for r in contention.read(tmp_path / "r")]  # each session's, the names reused
     assert len(names) == first["session"]["launches"] + second["launches"] and len(set(names)) < len(names)
 

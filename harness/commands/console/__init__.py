@@ -225,22 +225,27 @@ def time_flag(seconds: float) -> str:
     return f"{seconds / 60:g}m" if seconds % 60 == 0 else f"{seconds:.0f}s"
 
 
-def fixed_cost_split(wall_s: float, seconds: dict[str, float], *, run) -> None:
-    """Where the run's wall time went, phase by phase (harness.handoff.costs), the rest as `other` (summary.json's
-    session `phases_s`, which holds it); and the fixed cost split as a dry run of it splits it (handoff.fixed_cost,
-    from the same summary.json): its launches, its configurations launched (a skipped one launches nothing) and
-    their first repeats at their cost, and what it paid once."""
+def fixed_cost_split(wall_s: float, seconds: dict[str, float], *, run, step_s: float = 0.0) -> None:
+    """One line: the fixed cost split as a dry run of it splits it (handoff.fixed_cost, from summary.json): its
+    launches, its configurations launched (a skipped one launches nothing) and their first repeats at their cost, and
+    what it paid once; the training steps (`step_s`, warm-up included) against the wall time; and where the wall time
+    went, phase by phase (harness.handoff.costs), the rest as `other` (summary.json's session `phases_s`, which holds
+    it). Four lines said these once, overlapping (558 s, 353 s of steps, where the 558 s went, 224 s fixed)."""
     from harness.handoff.costs import PHASES
     from harness.handoff.fixed_cost import session_split
 
+    steps = (f"{seconds_text(step_s)} of training steps (warm-up included): the wall time {wall_s / step_s:.2f}× "
+             "theirs") if step_s else ""  # fmt: skip  # what the harness costs around the steps it measures
     if not set(seconds) - {"other"}:
+        if steps:
+            say(f"ddpbench: {steps}")
         return
-    parts = [f"{phase} {seconds[phase]:.1f}" for phase in PHASES if seconds.get(phase, 0.0) >= 0.05]
-    say(f"ddpbench: where the {seconds_text(wall_s)} went (s): {', '.join(parts)}, other {seconds['other']:.1f}")
-    fixed = wall_s - seconds.get("steps", 0.0)
     found = session_split(run)
     each = f": {fixed_cost_parts(*found)}" if found else ""
-    say(f"ddpbench: fixed cost {seconds_text(fixed)} beyond the timed steps{each}")
+    parts = [f"{phase} {seconds[phase]:.1f}" for phase in PHASES if seconds.get(phase, 0.0) >= 0.05]
+    said = [f"fixed cost {seconds_text(wall_s - seconds.get('steps', 0.0))} beyond the timed steps{each}", steps,
+            f"where the {seconds_text(wall_s)} went (s): {', '.join(parts)}, other {seconds['other']:.1f}"]  # fmt: skip
+    say(f"ddpbench: {'; '.join(part for part in said if part)}")
 
 
 def fixed_cost_parts(measured, shape) -> str:
