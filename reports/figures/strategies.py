@@ -182,9 +182,13 @@ def scaling(configs: pd.DataFrame, *, workload: str) -> go.Figure:
         )
     )
     against = "local's at 1 rank" if vs_local else "its own at 1 rank"  # the bars' are over the window: not these
+    # Past 1.0 is no scaling past linear: a step measured faster than its base (zero at 1.44 at one rank, read as odd)
+    base = "local at 1 rank" if vs_local else "each one's own step at 1 rank"
+    above = ("<br><sup>above 1.0: faster than linear from that base, which no strategy is: the noise of the steps "
+             "(the answer's noise column)</sup>" if (rows[shown] > 1.005).any() else "")  # fmt: skip
     return styled(
         figure,
-        title=f"{workload}: weak-scaling efficiency (1.0 = perfect)",
+        title=f"{workload}: weak-scaling efficiency against {base} (1.0 = linear){above}",
         xaxis={"title": "world size", "tickvals": worlds, "type": "log" if worlds[-1] > 8 else "linear"},
         yaxis={"title": f"samples/s from the median step: at n / (n × {against})", "rangemode": "tozero"},
         legend_title="strategy",

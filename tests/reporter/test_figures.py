@@ -102,6 +102,22 @@ def test_scaling_has_one_line_per_strategy_against_local_at_one_rank_and_the_ide
         assert trace.customdata[0] == pytest.approx(1.0)
     assert "local's at 1 rank" in figure.layout.yaxis.title.text
     assert list(figure.data[-1].y) == [1.0, 1.0]
+    # its title names its base, and says what a point above 1.0 is where one is (zero at 1.44 read as a gain)
+    above = any(y > 1.005 for trace in figure.data[:-1] for y in trace.y)
+    title = figure.layout.title.text
+    assert title.startswith("mlp: weak-scaling efficiency against local at 1 rank (1.0 = linear)")
+    assert ("above 1.0: faster than linear from that base" in title) == above
+    rows = cpu_run.configs
+    stock_one = (rows["impl"] == "stock") & (rows["world_size"] == 1)
+    fast = rows.assign(samples_per_s=rows["samples_per_s"].where(~stock_one, one_rank["local"] * 1.44))
+    assert "above 1.0: faster than linear from that base" in figures.scaling(fast, workload="mlp").layout.title.text
+
+
+def test_the_configurations_table_names_each_scaling_efficiency_for_its_base():
+    from reports.pages.run import run_page
+
+    heads = [head for column, head, _ in run_page.TABLE_COLUMNS if column.startswith("scaling_efficiency")]
+    assert heads == ["scaling eff. (own 1 rank)", "scaling eff. (local at 1 rank)"]
 
 
 def test_the_bucket_sweep_stars_only_the_cap_the_recommendation_names_on_a_log_axis(sweep):

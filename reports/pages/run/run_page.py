@@ -50,8 +50,8 @@ TABLE_COLUMNS = (
     ("step_ms_p90", "p90", 2),
     ("step_ms_cv", "cv", 3),
     ("samples_per_s", "samples/s (median step)", None),  # samples_text, as the console says it
-    ("scaling_efficiency", "scaling eff.", 3),
-    ("scaling_efficiency_vs_local", "vs local at 1 rank", 3),
+    ("scaling_efficiency", "scaling eff. (own 1 rank)", 3),  # each named for its base: the sentence leads with
+    ("scaling_efficiency_vs_local", "scaling eff. (local at 1 rank)", 3),  # local's, a reader took one for the other
     ("exposed_comm_ms", "exposed comm ms", 2),
     ("overlap_efficiency", "overlap eff.", 3),
     ("mem_peak_rss_mb", "peak RSS MiB", 0),
