@@ -342,11 +342,16 @@ class Calibration:
     optimizer_s: float | None = None  # the optimizer's step as given apart (--local-optimizer-ms); None: scaled
 
 
-def scaled_words(scale: float | None = None) -> str:
+def scaled_words(scale: float | None = None, run_scale: float | None = None) -> str:
     """'scaled ×4.93 from the run's step to yours': how an own cost a CPU measured at one rank is scaled to a GPU step
     given, as the compute is: its scale there over the run's (own_costs.fsdp_for_cluster,
-    own_costs.zero_for_cluster)."""
-    return f"scaled{f' ×{scale:.3g}' if scale else ''} from the run's step to yours"
+    own_costs.zero_for_cluster). With `run_scale` (the profile's own calibration to the run's step) where it is not
+    1, why the compute's scale, said on the same page, differs: a page said ×0.259 here, ×0.2441 there, unexplained."""
+    said = f"scaled{f' ×{scale:.3g}' if scale else ''} from the run's step to yours"
+    if scale and run_scale and abs(run_scale - 1.0) > 0.005:
+        said += (f" (the compute's ×{scale * run_scale:.4g} is that times the profile's own calibration to the run's "
+                 f"step, ×{run_scale:.3g})")  # fmt: skip
+    return said
 
 
 SCALED = scaled_words()
