@@ -121,13 +121,14 @@ def test_an_a100_step_on_dgx_h100_is_predicted_at_both_ends_and_on_dgx_a100_as_g
     assert f"decided, {scaling.FAR_BELOW_ASSUMED}" in html  # the page says the console's line
     assert f"This page is at the compute-bound end, {float(f'{compute:.4g}'):g} ms" in html
     # the page's step is an end of the bound, not the step given: the banner and the title say so, not 'you gave'
-    assert "an end of the bound on this GPU of the step you gave on another" in html
+    assert "an end of the bound on this GPU of the step given on another" in html
     assert (
-        "the step you gave, <code>--local-step-ms</code>" not in html
+        "given to <code>predict --local-step-ms</code>, not measured" not in html
         and "GPU step (an end of its bound), from run " in html
     )
-    assert "the step you gave;" not in html and ": the step you gave)" not in html  # the note on what it is scaled to
-    assert f"({compute:.4g} ms: an end of the bound on this GPU of the step you gave on another, above) over" in html
+    # the note on what it is scaled to
+    assert "--local-step-ms, not measured;" not in html and "--local-step-ms, not measured)" not in html
+    assert f"({compute:.4g} ms: an end of the bound on this GPU of the step given on another, above) over" in html
     # on the cluster's own GPU the step is as given: one set of rows, said in one line
     assert cli.main([*args, "--cluster", "dgx-a100", "--out", str(tmp_path / "a100.csv")]) == 0
     said = capsys.readouterr().out

@@ -296,10 +296,14 @@ def test_predict_page_scales_as_the_console_does_in_one_file_to_share(built, tmp
     banner = page.split('<p class="banner">')[1].split("</p>")[0]
     assert "one GPU's step without DDP is <b>20 ms</b>" in banner and "is a CPU's and is left out" in banner
     assert (
-        "so that one GPU's step without DDP is 20 ms (the step you gave; first calibrated on the run's baseline" in page
+        "so that one GPU's step without DDP is 20 ms (given to predict with --local-step-ms, not measured; first "
+        "calibrated on the run's baseline" in page
     )
     # the one-GPU step every efficiency is against, and what it lacks: no 'with DDP' where DDP's cost is left out
-    assert "the one-GPU step (20 ms: the step you gave) over each predicted step, both before DDP's own cost" in page
+    assert (
+        "the one-GPU step (20 ms: given to predict with --local-step-ms, not measured) over each predicted step, "
+        "both before DDP's own cost" in page
+    )
     assert "Efficiency (before DDP's own cost, left out) " in page and "read about that much high" not in page
     # one scale factor, the same on both: a walkthrough read ×2.042 in the console and ×0.07892 on the page
     (factor,) = re.findall(r"\(--local-step-ms: one GPU's step of the model you will train\)[^×]*, ×(\S+) on the "

@@ -235,6 +235,10 @@ def trained_banner(trained: str) -> str:
         "benched model's, as the run built it (<code>--train-wopt</code>).</p>")  # fmt: skip
 
 
+GIVEN_HTML = "given to <code>predict --local-step-ms</code>, not measured"
+"""What the step a page is scaled to is: a reader of a shared page gave nothing ('the step you gave' said so)."""
+
+
 def device_banner(meta: dict, cluster: Cluster, local_step_ms: float | None, *, inside: bool = False,
                   ends: str = "") -> str:  # fmt: skip
     """`inside`: the run has no baseline step at one rank, so DDP's own cost is inside the compute scaled (and the
@@ -243,8 +247,8 @@ def device_banner(meta: dict, cluster: Cluster, local_step_ms: float | None, *, 
     if ends:  # the step is not the one given but an end of its bound on the cluster's GPU: said so, then the ends
         banner = device_banner(meta, cluster, local_step_ms, inside=inside)
         banner = banner.replace(
-            "the step you gave, <code>--local-step-ms</code>",
-            "an end of the bound on this GPU of the step you gave on another: below",
+            GIVEN_HTML,
+            "an end of the bound on this GPU of the step given on another: below",
         )
         return banner + f'<p class="banner">{esc(ends)}</p>'
     device = meta.get("device", "?")
@@ -255,8 +259,8 @@ def device_banner(meta: dict, cluster: Cluster, local_step_ms: float | None, *, 
             own = "the run has no baseline step at one rank, so DDP's own cost is inside the compute scaled"
         step = "with DDP" if inside else "without DDP"
         return (f'<p class="banner">The profile was measured on <b>{esc(device)}</b>; its compute is scaled so that '
-                f"one GPU's step {step} is <b>{local_step_ms:g} ms</b> (the step you gave, "
-                f"<code>--local-step-ms</code>): every prediction below rests on that scaling, set against "
+                f"one GPU's step {step} is <b>{local_step_ms:g} ms</b> ({GIVEN_HTML}): every prediction below "
+                "rests on that scaling, set against "
                 f"{esc(cluster.name)}'s communication; {own}.</p>")  # fmt: skip
     if device == "cpu":  # no step to rank by (whatif.steps_known): what holds on any GPU, and where the rest is
         return (f'<p class="banner">The profile was measured on <b>cpu</b>, whose compute hides communication a GPU\'s '

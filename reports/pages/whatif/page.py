@@ -300,7 +300,8 @@ def _calibration_note(row: pd.Series, meta: dict | None = None, *, ended: bool =
     """What the run's one-rank rows changed in the profile, and the step every efficiency is against (`ended`: an end
     of the bound on this GPU of a step given on another, as the banner says, not the step given)."""
     to, given = row["calibrated_to"], row["local_step_given"]
-    gave = "an end of the bound on this GPU of the step you gave on another, above" if ended else "the step you gave"
+    gave = ("an end of the bound on this GPU of the step given on another, above" if ended else
+            "given to predict with --local-step-ms, not measured")  # fmt: skip  # a reader of the page gave nothing
     own = ("; DDP's own cost measured on the CPU is left out (no GPU's; --local-ddp-ms MS gives yours)"
            if row["own_left_out"] else f" and DDP's own cost ({ms_text(row['ddp_own_ms'])} ms a step at one rank) added"
            if row["ddp_own_ms"] else "; DDP's own cost at one rank (the reference's step less the baseline's, never "
