@@ -442,12 +442,15 @@ def test_predict_on_a_cluster_gives_the_step_per_cap_of_a_runs_profile(small_run
     )
     assert "published sizes" not in printed  # the misses' figures once, above
     lines = printed.strip().splitlines()
-    at = next(k for k, line in enumerate(lines) if line.startswith("ddpbench predict: answer for DDP"))
-    # the full size's answer (its floors bind), the tiny size's under it, ZeRO-1's step, FSDP2's, the choice's table
-    answer, answer_tiny, zero, sharded, table = lines[at : at + 5]
-    assert table.startswith("ddpbench predict: the answer on dgx-h100, the fastest step of what fits 79.11 GiB a GPU")
-    rows = lines[at + 6 : at + 8]  # under its header, a row per GPU count: stock, ranked by its full-size floor
-    booked = [re.match(r"\s*(\d+)\s+stock at ([\d.]+) MiB\s+≥([\d.]+)\s", row) for row in rows]
+    # the choice's table first, read from the top, ahead of the memory it counted and the steps it rests on
+    table, at = lines[0], next(k for k, line in enumerate(lines) if line.startswith("ddpbench predict: answer for DDP"))
+    assert table.startswith("ddpbench predict: the answer on dgx-h100, the fastest step of what fits 79.11 GiB a GPU"
+                            " as counted below")  # fmt: skip
+    memory = next(k for k, line in enumerate(lines) if line.startswith("ddpbench predict: memory per rank"))
+    assert 0 < memory < at  # the full size's answer (its floors bind), the tiny size's under it, ZeRO-1's, FSDP2's
+    answer, answer_tiny, zero, sharded = lines[at : at + 4]
+    booked_rows = lines[2:4]  # under its header, a row per GPU count: stock, ranked by its full-size floor
+    booked = [re.match(r"\s*(\d+)\s+stock at ([\d.]+) MiB\s+≥([\d.]+)\s", row) for row in booked_rows]
     assert all(booked) and [int(m.group(1)) for m in booked] == [8, 16]
     # at the cap where its ranked figure (its prediction or floor, the higher) is least, as --out's rows give it
     frame = pd.read_csv(out)
@@ -458,7 +461,7 @@ def test_predict_on_a_cluster_gives_the_step_per_cap_of_a_runs_profile(small_run
         assert float(m.group(2)) in set(frame.loc[at_world.index[at_world <= at_world.min() * (1 + 1e-9)],
                                                    "bucket_cap_mb"])  # fmt: skip
     # the run measured no zero: of what it measured only stock has a step model, and the rest fit untimed
-    chosen = "\n".join(lines[at + 8 :])  # under the table: what the choice leaves out, and its caveats unsaid above
+    chosen = "\n".join(lines[4:memory])  # under the table: what the choice leaves out, and its caveats
     assert "fit too, with no step model" in chosen
     page_text = html.unescape((tmp_path / "whatif.html").read_text())
     on_page = page_text.split("<b>The choice</b>: ")[1]
@@ -558,7 +561,7 @@ def test_predict_on_a_cluster_gives_the_step_per_cap_of_a_runs_profile(small_run
     assert "32 GPUs" not in {head for _, head in page_cells} and "1024 GPUs" in {head for _, head in site_cells}
     opening = page_text.split(memory)[1].split(" each rank holds ")[0].rsplit("At ", 1)[0]  # the fit at 8 GPUs
     assert "At 8 GPUs, in a GPU of 79.11 GiB (dgx-h100): " in opening and opening in on_site
-    for row in lines[at + 6 : at + 8]:  # the page says the same choice at the console's GPU counts, and more
+    for row in booked_rows:  # the page says the same choice at the console's GPU counts, and more
         gpus, book, step = re.match(r"\s*(\d+)\s+(\S+(?: at \S+ MiB)?)\s+(\S+)", row).groups()
         assert f"<td>{gpus}</td><td>{book}</td><td>{step}</td>" in page_table
     # and its caveats, under the table in sight: the CPU optimizer's share, as the console's (the published tables'
@@ -726,7 +729,7 @@ def test_predict_on_a_cluster_gives_the_step_per_cap_of_a_runs_profile(small_run
     assert (frame["fsdp_kept_full_size_step_floor_ms"] < frame["fsdp_full_size_step_floor_ms"]).all()
     # and the choice ranks stock by its floor, far above the 0.2 ms the tiny size's gradients gave
     floor_w16 = frame.loc[frame["world_size"] == 16, "full_size_step_floor_ms"]
-    w16 = lines[at + 7].split()
+    w16 = booked_rows[1].split()
     assert w16[:3] == ["16", "stock", "at"]
     assert float(w16[5].removeprefix("≥")) in {float(f"{v:.4g}") for v in floor_w16}
     # a run benched at the size it will train (no floors) says its own profile's ZeRO-1 and FSDP2 why: each of their

@@ -94,6 +94,11 @@ def ahead():
         _HELD, _AHEAD_OF = before, None
 
 
+def said_ahead() -> bool:
+    """Inside `ahead`: what is said now reads before what `held` keeps, so it points to those lines as below."""
+    return _AHEAD_OF is not None
+
+
 _ONCE: set[str] | None = None  # inside `said_once`: what was said already (say_once's lines, every warning)
 
 

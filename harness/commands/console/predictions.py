@@ -355,10 +355,10 @@ def labelled(state: pd.DataFrame) -> pd.DataFrame:
 def strategy_choice(state: pd.DataFrame, cluster, *, frames: list[pd.DataFrame], caveat: str = "",
                     cpu_optimizer=(0.0, 0.0), errors=None, batch=None, batch_note: str = "",
                     other_end=None) -> None:  # fmt: skip
-    """The answer over both halves, last: a table in sight, what the choice leaves out and `caveat` under it (answer.py;
-    `cpu_optimizer`: the optimizer's ms and the one-rank step's, scaled; `batch`: a GPU's samples a step, and
-    `batch_note` what it rests on, the run's words: said once; `other_end`: a bounded step's two ends' names and the
-    other end's rows, whose steps the table's spans reach to)."""
+    """The answer over both halves (one cluster's said first): a table, what the choice leaves out and `caveat` under
+    it (answer.py; `cpu_optimizer`: the optimizer's ms and the one-rank step's, scaled; `batch`: a GPU's samples a
+    step, and `batch_note` what it rests on, the run's words: said once; `other_end`: a bounded step's two ends' names
+    and the other end's rows, whose steps the table's spans reach to)."""
     from harness.commands.console.predict.answer import choice_table
 
     capacity, (optimizer_ms, step_ms), state = getattr(cluster, "gpu_memory_gib", 0.0), cpu_optimizer, labelled(state)

@@ -9,6 +9,7 @@ fits the profile's bandwidths to the user's own nccl-tests logs first and says t
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 from pathlib import Path
 
@@ -365,9 +366,13 @@ def run_steps(args: argparse.Namespace, chosen, profile, caps: list[float], *, d
         batch_note = answer.run_batch_caveat(step_batch, step_given=bool(args.local_step_ms),
                                              batch_given=bool(args.batch_size))  # fmt: skip
         notes = joined(*caveat, *cpu_split("ZeRO-1", "FSDP2"), fsdp_note, zero_own.note)
-        predictions.strategy_choice(state, chosen, frames=rows, caveat=notes, cpu_optimizer=cpu_optimizer,
-                                    errors=errors, batch=step_batch, batch_note=batch_note,
-                                    other_end=getattr(args, "other_end", None))  # fmt: skip
+        alone = (
+            len(getattr(args, "clusters", None) or [None]) == 1
+        )  # one cluster's answer first (command holds the rest)
+        with console.ahead() if alone else contextlib.nullcontext():
+            predictions.strategy_choice(state, chosen, frames=rows, caveat=notes, cpu_optimizer=cpu_optimizer,
+                                        errors=errors, batch=step_batch, batch_note=batch_note,
+                                        other_end=getattr(args, "other_end", None))  # fmt: skip
     return out
 
 

@@ -6,7 +6,6 @@ against the run's own bucket sweeps."""
 from __future__ import annotations
 
 import argparse
-import contextlib
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -128,7 +127,6 @@ def _on_cluster(args: argparse.Namespace, caps, *, device) -> int:
         raise ConfigError("--train-wopt needs --run RUN: it changes the workload options of that run's model")
     train = full_size.train_options(args.train_wopt, store.read_configs(run_dir), setup) if run_dir else None
     args.train_options = train  # the model you will train: its memory and floors, as the page counts them too
-    chosen = cluster.cluster_from_args(args) if len(args.clusters) == 1 else None  # several: each where predicted
     configs = None
     if run_dir is not None:
         inputs.say_setup_choice(run_dir, matched)
@@ -144,9 +142,10 @@ def _on_cluster(args: argparse.Namespace, caps, *, device) -> int:
         )
         source = f"profile measured now on {device.type}"
         profiled_on = device.type
-    # several clusters: the bookings compared, worked out last, said first (predict_each); a profile measured now said
-    # its progress as it went, above
-    with console.held() if len(args.clusters) > 1 else contextlib.nullcontext():
+    # the answer, worked out last, said first (predict_each: several clusters' bookings compared, one cluster's table);
+    # a profile measured now said its progress as it went, above
+    with console.held():
+        chosen = cluster.cluster_from_args(args) if len(args.clusters) == 1 else None  # several: each where predicted
         if configs is not None:
             caps = caps or _caps_of_run(configs)
         predictions.predict_profile(setup, profile, source)

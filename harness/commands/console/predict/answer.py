@@ -1,4 +1,5 @@
-"""The choice as a table, last, where a terminal leaves it in sight: per GPU count, the strategy to book, its step, the
+"""The choice as a table, first (one cluster's, said ahead of the lines it rests on; several clusters', under each
+one's prediction, after the bookings compared): per GPU count, the strategy to book, its step, the
 fastest of the rest that fits and how far behind it is, and what the pick rests on
 (harness.perfmodel.pick.choice_table.noted_rows, which the what-if page shows in full too); each note's shared words
 said once under the table, with its figure at each GPU count, so that the rows stay a terminal's width."""
@@ -9,7 +10,7 @@ import re
 from typing import TYPE_CHECKING
 
 from harness.analysis import roles
-from harness.commands.console import say, say_once
+from harness.commands.console import said_ahead, say, say_once
 from harness.perfmodel.memory_words import unchosen_words
 from harness.perfmodel.pick.choice_table import COST, chosen, noted_rows, table_header, tokens_a_step
 from harness.perfmodel.sharded import unborne_words
@@ -51,8 +52,9 @@ def choice_table(state: pd.DataFrame, capacity_gib: float, frames: list[pd.DataF
         table, footnotes = _marked(rows, marks_only=True)
         header = (*header[:-1], "rests on")  # over marks: the header's words no wider than needed
     unborne = f"; {words}, see below" if (words := unborne_words(errors)) else ""
+    where = "below" if said_ahead() else "above"  # one cluster's: said first, ahead of the memory it counted
     say(f"ddpbench predict: the answer on {cluster_name}, the fastest step of what fits {capacity_gib:g} GiB a GPU as "
-        f"counted above (≥: the full size's floor ranks it{unborne}{spanned}):")  # fmt: skip
+        f"counted {where} (≥: the full size's floor ranks it{unborne}{spanned}):")  # fmt: skip
     for line in _lines(header, table):
         say(line)
     for k, ((short, rest), figures) in enumerate(footnotes.items(), start=1):
