@@ -89,10 +89,11 @@ def test_the_console_says_how_many_are_decided_what_runs_next_and_what_stayed_op
     said = out.getvalue().splitlines()
     versus = sweep.versus_reference(sweep.recommendations(configs, steps, confidence=CONFIDENCE).iloc[0])
     assert said[0] == (
-        f"ddpbench: repeats auto after 2 repeats: open (1 of 1): w2 gpt2/tiny stock (so far fastest 1 "
-        f"MiB; {versus}); 2 more configuration runs, about 75 s to decide them at the spread seen, a "
+        f"ddpbench: repeats auto after 2 repeats: 1 of 1 open: w2 gpt2/tiny stock, so far fastest 1 "
+        f"MiB; {versus}; 2 more configuration runs, about 75 s to decide them at the spread seen, a "
         "rough guide from 2 repeats"
-    )  # the verdict named, with its estimate as it forms
+    )  # the verdict named, with its estimate as it forms, and no bracket inside a bracket
+    assert "((" not in said[0] and max(_depth(said[0])) == 1
     assert said[-1].endswith("at the spread seen, a rough guide from 2 repeats, more than the 30 s left of "
                              "--budget")  # fmt: skip
     said = said[:-1]
@@ -144,13 +145,13 @@ def test_each_round_says_what_changed_once_and_a_terminal_shows_the_rest_in_plac
                                  progress=progress)  # fmt: skip
             decided = {v.subject for v in found if v.decided}
         said = out.getvalue().splitlines()
-        decided_line = ("ddpbench: repeats auto after 4 repeats: decided w2 mlp/tiny fsdp vs stock (slower); open (1 "
-                        "of 2): w2 mlp/tiny stock (so far fastest 1 MiB after 4); 3 more configuration runs, about "
+        decided_line = ("ddpbench: repeats auto after 4 repeats: decided w2 mlp/tiny fsdp vs stock (slower); 1 of 2 "
+                        "open: w2 mlp/tiny stock, so far fastest 1 MiB after 4; 3 more configuration runs, about "
                         "40 s to decide them at the spread seen, a rough guide from 4 repeats")  # fmt: skip
         if progress is None:  # a log: a line a round, each with the estimates as they form, the decision said once
             assert len(said) == 4 and said[2] == decided_line
-            assert said[1] == ("ddpbench: repeats auto after 3 repeats: open (2 of 2): w2 mlp/tiny stock (so "
-                               "far fastest 1 MiB after 3); w2 mlp/tiny fsdp vs stock (so far fastest 1 MiB after 3); "
+            assert said[1] == ("ddpbench: repeats auto after 3 repeats: 2 of 2 open: w2 mlp/tiny stock, so "
+                               "far fastest 1 MiB after 3; w2 mlp/tiny fsdp vs stock, so far fastest 1 MiB after 3; "
                                "3 more configuration runs, about 60 s to decide them at the spread seen, a rough "
                                "guide from 3 repeats")  # fmt: skip
             assert sum("fsdp" in line for line in said[2:]) == 1
@@ -196,7 +197,7 @@ def test_a_verdict_given_up_runs_no_more_and_says_why(monkeypatch):
     out.truncate(0), out.seek(0)  # one given up while another runs on: the count of open ones runs says so
     rounds.verdict_round(Decided([hopeless, still], 8, None), next_round=[object()])
     assert out.getvalue().splitlines()[0] == ("ddpbench: repeats auto after 8 repeats: given up as out of reach "
-                                              "within --max-repeats: w2 mlp/small stock; open (1 of 2, 1 given up): w2 "
+                                              "within --max-repeats: w2 mlp/small stock; 1 of 2 open, 1 given up: w2 "
                                               "mlp/small naive vs stock; 1 more configuration run")  # fmt: skip
 
 
@@ -346,7 +347,7 @@ def test_a_verdict_reopened_by_another_verdicts_repeats_is_said_and_nothing_to_d
     monkeypatch.setattr(console, "say", lambda line: out.write(line + "\n"))
     rounds.verdict_round(Decided([reopened], 4, None), next_round=[object()], decided_before={reopened.subject})
     assert out.getvalue() == ("ddpbench: repeats auto after 4 repeats: reopened w2 mlp/small bucketed vs stock (the "
-                              "repeats another verdict asked for widened the interval); open (1 of 1): w2 "
+                              "repeats another verdict asked for widened the interval); 1 of 1 open: w2 "
                               "mlp/small bucketed vs stock; 1 more configuration run\n")  # fmt: skip
     out.truncate(0), out.seek(0)
     rounds.verdict_round(Decided([], 1, None), next_round=[])
@@ -496,3 +497,11 @@ def test_a_sharded_lead_on_a_cpus_optimizer_step_is_said_after_the_verdicts():
     assert optimizer_lead.cpu_verdict_words(configs.assign(device="cuda"), steps, confidence=CONFIDENCE) == ""
     elsewhere = steps.assign(optimizer_ms=steps["step_ms"] * 0.1)  # the optimizer a tenth of each: the lead is not it
     assert optimizer_lead.cpu_verdict_words(configs, elsewhere, confidence=CONFIDENCE) == ""
+
+
+def _depth(line: str):
+    """How deep each character of `line` sits in brackets."""
+    depth = 0
+    for ch in line:
+        depth += (ch == "(") - (ch == ")")
+        yield depth

@@ -99,10 +99,8 @@ def verdict_round(
             progress.show_standing(f"verdicts open {len(running)}/{total}{time_words(standing, short=True)}")
             if not news:
                 return
-        if 0 < len(running) <= NAMED_UP_TO:  # each named, as it forms
-            count = f"open ({count.replace(' open', '')}): " + "; ".join(
-                v.subject + (f" (so far {v.so_far})" if v.so_far else "") for v in running
-            )
+        if 0 < len(running) <= NAMED_UP_TO:  # each named, as it forms (its estimate has brackets of its own)
+            count = f"{count}: " + "; ".join(v.subject + (f", so far {v.so_far}" if v.so_far else "") for v in running)
         after = stats.repeats_text(standing.repeats)
         console.say(f"ddpbench: repeats auto after {after}: {news + '; ' if news else ''}{count}; {then}")
         return
