@@ -18,7 +18,6 @@ import plotly.graph_objects as go
 from harness.analysis import stats
 from harness.analysis.verdicts import compare as comparing
 from harness.results import store
-from harness.results.values import options_words
 from reports.figures.style import new_figure, styled
 from reports.pages import evidence
 from reports.pages.compare_memory import memory_section
@@ -34,7 +33,7 @@ def _get(row, column: str):
 
 
 def configuration_label(row) -> str:
-    strategy = _get(row, "paired") or f"{row.impl} {options_words(_get(row, 'impl_options'))}"  # as shipped: its pair
+    strategy = comparing.named(row)  # as everywhere (values.configuration_label); as shipped: its pair
     parts = [strategy.strip(), f"{_get(row, 'workload')}/{_get(row, 'size')}", f"w{_get(row, 'world_size')}"]
     return " ".join(p for p in parts if p)
 

@@ -193,6 +193,17 @@ def test_runs_of_two_strategies_compare_only_when_asked_to_match_across_strategi
     assert code == 1 and ": slower" in out.out
 
 
+def test_across_strategies_each_side_is_named_by_the_one_rule(tmp_path, capsys):
+    """A line once read 'stock -> fsdp comm_hook=fp16', BASE's options on NEW's strategy: each side is named by
+    values.configuration_label, as every other line and page names a configuration."""
+    synthetic_run(tmp_path / "r", "stock", mean_ms=100, seed=1, settings={"impl_options": '{"comm_hook": "fp16"}'})
+    synthetic_run(tmp_path / "r", "fsdp", mean_ms=100, seed=2, impl="fsdp")
+    _, out = run_compare(capsys, tmp_path / "r", "stock", "fsdp", "--across-strategies")
+    assert "w2 mlp/tiny stock comm_hook=fp16 -> fsdp: " in out.out and "fsdp comm_hook" not in out.out, out.out
+    page = (tmp_path / "site" / "compare" / "stock_vs_fsdp.html").read_text()
+    assert "stock comm_hook=fp16 -&gt; fsdp mlp/tiny w2" in page and "fsdp comm_hook" not in page
+
+
 def test_compare_names_and_skips_a_corrupt_part_and_refuses_a_newer_schema(tmp_path):
     results = tmp_path / "r"
     synthetic_run(results, "a", mean_ms=100, seed=1)

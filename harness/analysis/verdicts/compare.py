@@ -90,6 +90,23 @@ def _strategy_label(base: pd.DataFrame, new: pd.DataFrame) -> str:
     return before if before == after else f"{before} -> {after}"
 
 
+def _configuration(base: pd.DataFrame, new: pd.DataFrame) -> str:
+    """'stock comm_hook=fp16', or 'stock -> fsdp' where the runs measured different configurations (across
+    strategies): each side named as everywhere else (values.configuration_label)."""
+    before, after = (configuration_label(rows["impl"].iloc[0], rows["impl_options"].iloc[0]) for rows in (base, new))
+    return before if before == after else f"{before} -> {after}"
+
+
+def named(row) -> str:
+    """A compared row's configuration as the console and the page name it: the reference as shipped and its
+    stand-in (`paired`), else `configuration`; a comparison kept before that column, by its own strategy and options."""
+    for column in ("paired", "configuration"):
+        if isinstance(said := getattr(row, column, None), str):
+            return said
+    options = getattr(row, "impl_options", None)
+    return configuration_label(row.impl, options if isinstance(options, str) else None)
+
+
 def setting_keys(*, across_strategies: bool) -> list[str]:
     """Across strategies the bucket layout belongs to the strategy (naive has none), so it is not a setting."""
     return [k for k in SETTING_KEYS if not (across_strategies and k == "first_bucket_cap_mb")]
@@ -307,7 +324,7 @@ def judge(base: pd.DataFrame, new: pd.DataFrame, *, threshold: float, confidence
         if (note := stats.repeats_noise_note(group.to_dict("records")))
     ]
     return {
-        "impl": _strategy_label(base, new),
+        "impl": _strategy_label(base, new), "configuration": _configuration(base, new),
         "impl_options": base["impl_options"].iloc[0],
         "base_ms": stats.geometric_mean(base["median_ms"]),
         "new_ms": stats.geometric_mean(new["median_ms"]),

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 from harness.analysis import stats
 from harness.analysis.verdicts.sweep import ratio_interval_text
-from harness.commands.console import _print, options_text, say
+from harness.commands.console import _print, say
 from harness.results.values import ratio_number
 
 if TYPE_CHECKING:
@@ -37,11 +37,11 @@ def comparison(frame: pd.DataFrame, *, threshold: float) -> None:
 
 
 def _named(r) -> str:
-    """'w2 mlp/tiny stock': a matched configuration as its line names it (the reference as shipped matched with its
-    stand-in: both named)."""
-    paired = getattr(r, "paired", None)
-    strategy = paired if isinstance(paired, str) else f"{r.impl}{options_text(r.impl_options)}"
-    return f"w{r.world_size} {r.workload}/{r.size} {strategy}"
+    """'w2 mlp/tiny stock': a matched configuration as its line names it (compare.named: the rule every line and page
+    names a configuration by; the reference as shipped matched with its stand-in: both named)."""
+    from harness.analysis.verdicts.compare import named
+
+    return f"w{r.world_size} {r.workload}/{r.size} {named(r)}"
 
 
 SHOWN_SLOWER = 3
