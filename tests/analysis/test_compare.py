@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import itertools
 
 import numpy as np
@@ -13,7 +14,7 @@ from conftest import run_ddpbench
 
 from harness import cli
 from harness.analysis import stats
-from harness.analysis.verdicts import compare
+from harness.analysis.verdicts import compare, memory_compare
 from harness.commands import compare as compare_command
 from harness.results import store, values
 
@@ -193,15 +194,24 @@ def test_runs_of_two_strategies_compare_only_when_asked_to_match_across_strategi
     assert code == 1 and ": slower" in out.out
 
 
-def test_across_strategies_each_side_is_named_by_the_one_rule(tmp_path, capsys):
-    """A line once read 'stock -> fsdp comm_hook=fp16', BASE's options on NEW's strategy: each side is named by
-    values.configuration_label, as every other line and page names a configuration."""
-    synthetic_run(tmp_path / "r", "stock", mean_ms=100, seed=1, settings={"impl_options": '{"comm_hook": "fp16"}'})
-    synthetic_run(tmp_path / "r", "fsdp", mean_ms=100, seed=2, impl="fsdp")
-    _, out = run_compare(capsys, tmp_path / "r", "stock", "fsdp", "--across-strategies")
+def test_across_strategies_each_side_is_named_by_the_one_rule_and_its_memory_fails_nothing(tmp_path, capsys):
+    """A line once read 'stock -> fsdp comm_hook=fp16', BASE's options on NEW's strategy, and the peak memory of
+    another strategy failed the gate as a regression. Each side is named by values.configuration_label; a memory
+    difference between different strategies is said, exit 0; between one strategy's two runs it still gates."""
+    fp16 = {"impl_options": '{"comm_hook": "fp16"}', "mem_peak_rss_mb": 500.0}
+    synthetic_run(tmp_path / "r", "stock", mean_ms=100, seed=1, settings=fp16)
+    synthetic_run(tmp_path / "r", "fsdp", mean_ms=100, seed=2, impl="fsdp", settings={"mem_peak_rss_mb": 600.0})
+    code, out = run_compare(capsys, tmp_path / "r", "stock", "fsdp", "--across-strategies")
     assert "w2 mlp/tiny stock comm_hook=fp16 -> fsdp: " in out.out and "fsdp comm_hook" not in out.out, out.out
     page = (tmp_path / "site" / "compare" / "stock_vs_fsdp.html").read_text()
     assert "stock comm_hook=fp16 -&gt; fsdp mlp/tiny w2" in page and "fsdp comm_hook" not in page
+    assert f"higher, beyond 5%, {memory_compare.NOT_GATED}" in out.out and code == 0, out.out
+    assert "nothing slower" in out.out.splitlines()[-1] and f"higher ({memory_compare.NOT_GATED})" in html.unescape(
+        page
+    )
+    synthetic_run(tmp_path / "r", "stock2", mean_ms=100, seed=3, settings={**fp16, "mem_peak_rss_mb": 600.0})
+    code, out = run_compare(capsys, tmp_path / "r", "stock", "stock2", "--across-strategies")
+    assert code == 1 and "peak memory significantly higher" in out.out.splitlines()[-1], out.out
 
 
 def test_compare_names_and_skips_a_corrupt_part_and_refuses_a_newer_schema(tmp_path):

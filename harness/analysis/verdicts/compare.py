@@ -181,7 +181,8 @@ def compare(
                 pairs.append(({**matched, **paired}, base_rows, new_rows))
     confidence = family_confidence(len(pairs))  # the gate fails on any one: its error is the family's
     rows = [{**matched, **judge(b, n, threshold=threshold, confidence=confidence), "configurations_judged": len(pairs),
-             **memory_compare.judge(b, n, threshold=memory_threshold, confidence=confidence)}
+             **memory_compare.judge(b, n, threshold=memory_threshold, confidence=confidence,
+                                    gates=_configuration(b, n).count(" -> ") == 0)}  # another strategy's: said
             for matched, b, n in pairs]  # fmt: skip
     return pd.DataFrame(rows), environment_differences(base_meta, new_meta), not_compared
 

@@ -39,22 +39,24 @@ def with_peaks(configs: pd.DataFrame) -> pd.DataFrame:
     return configs.assign(peak_mb=pd.to_numeric(pd.Series(peaks, index=configs.index)), peak_column=column)
 
 
-def judge(base: pd.DataFrame, new: pd.DataFrame, *, threshold: float, confidence: float) -> dict:
+def judge(base: pd.DataFrame, new: pd.DataFrame, *, threshold: float, confidence: float, gates: bool = True) -> dict:
     """One matched configuration's memory: the geometric mean of its repeats' peaks in each run, their ratio, its
     interval and the verdict ('higher', 'lower', 'no significant change', 'too few repeats to tell'), or no verdict
-    (None) where either run did not record the figure (or recorded another one)."""
+    (None) where either run did not record the figure (or recorded another one). `gates`: False where the runs
+    measured different configurations (`--across-strategies`): another strategy's memory is no regression, said
+    (`mem_gates`) but failing nothing."""
     before, after = _peaks(base), _peaks(new)
     columns = set(base.get("peak_column", pd.Series(dtype=object)).dropna()) | set(
         new.get("peak_column", pd.Series(dtype=object)).dropna()
     )
     if not len(before) or not len(after) or len(columns) != 1:
-        return {"mem_column": None, "mem_verdict": None, "mem_threshold": threshold}
+        return {"mem_column": None, "mem_verdict": None, "mem_threshold": threshold, "mem_gates": gates}
     judged = stats.verdict(before, after, threshold=threshold, confidence=confidence)
     return {
         "mem_column": columns.pop(), "mem_base_mb": stats.geometric_mean(before),
         "mem_new_mb": stats.geometric_mean(after), "mem_ratio": judged["ratio"], "mem_ci_low": judged["low"],
         "mem_ci_high": judged["high"], "mem_verdict": WORDS.get(judged["verdict"], judged["verdict"]),
-        "mem_threshold": threshold,
+        "mem_threshold": threshold, "mem_gates": gates,
     }  # fmt: skip
 
 
@@ -64,15 +66,28 @@ def _peaks(rows: pd.DataFrame) -> list[float]:
     return [float(p) for p in peaks if p == p and p > 0]
 
 
-def higher(frame: pd.DataFrame) -> pd.DataFrame:
-    """The rows whose peak memory is significantly higher in NEW, the largest growth first."""
+def higher(frame: pd.DataFrame, *, gating: bool = True) -> pd.DataFrame:
+    """The rows whose peak memory is significantly higher in NEW, the largest growth first: those that fail the gate
+    (`gating`), or those of different configurations, which fail nothing (`gating=False`)."""
     rows = frame[frame["mem_verdict"] == HIGHER] if "mem_verdict" in frame else frame.iloc[:0]
+    rows = rows[gates(rows) == gating]
     return rows.sort_values("mem_ratio", ascending=False) if len(rows) else rows  # none recorded: no mem_ratio
+
+
+def gates(rows: pd.DataFrame) -> pd.Series:
+    """Per row, whether its memory verdict gates (a comparison kept before `mem_gates`: every one did)."""
+    kept = rows["mem_gates"] if "mem_gates" in rows else pd.Series(True, index=rows.index)
+    return kept.map(lambda value: value is not False)
+
+
+NOT_GATED = "another configuration's memory, not gated"
+"""What a memory verdict across strategies is said with: the strategy's, not a regression (it fails nothing)."""
 
 
 def regression_line(row, *, named: str, level: str) -> str:
     """'w2 mlp/tiny stock: peak RSS (process) 512.0 -> 563.2 MiB, ratio 1.100 (99.2% CI 1.08–1.12): higher, beyond
-    5%': one memory regression, as the console says it."""
+    5%': one memory regression, as the console says it; one across strategies says it fails nothing (NOT_GATED)."""
+    apart = "" if getattr(row, "mem_gates", True) is not False else f", {NOT_GATED}"
     return (f"{named}: {PEAK_WORDS.get(row.mem_column, row.mem_column)} {row.mem_base_mb:.1f} -> "
             f"{row.mem_new_mb:.1f} MiB, ratio {row.mem_ratio:.3f} ({level} CI {row.mem_ci_low:.3f}–"
-            f"{row.mem_ci_high:.3f}): {HIGHER}, beyond {row.mem_threshold * 100:g}%")  # fmt: skip
+            f"{row.mem_ci_high:.3f}): {HIGHER}, beyond {row.mem_threshold * 100:g}%{apart}")  # fmt: skip
