@@ -124,7 +124,11 @@ def _compare(
     if judged["outcome"] == compare.UNDECIDED:  # what would decide those left open, and which lean slower already
         too_few = "with too few repeats to tell"
         judged["sentence"] = judged["sentence"].replace(too_few, too_few + compared.open_named(frame), 1)
-    code = {compare.REGRESSED: EXIT_SLOWER, compare.UNDECIDED: EXIT_TOO_FEW, compare.PASSED: 0}[judged["outcome"]]
+    code = (
+        EXIT_SLOWER
+        if compare.regressed(judged["outcome"])
+        else {compare.UNDECIDED: EXIT_TOO_FEW}.get(judged["outcome"], 0)
+    )
     judged["exit_code"] = code  # the page says what the gate read, and what each run ran
     said = {"environment": environment, "not_judged": [*failed, *not_compared, *missing], "threshold": threshold,
             "commands": {run.name: _command_of(run) for run in (base_run, new_run)}}  # fmt: skip

@@ -132,7 +132,7 @@ def ratio_figure(frame: pd.DataFrame, *, threshold: float) -> go.Figure:
     )
 
 
-OUTCOME_CLASS = {comparing.REGRESSED: "alarm", comparing.UNDECIDED: "banner", comparing.PASSED: "headline"}
+OUTCOME_CLASS = {comparing.UNDECIDED: "banner", comparing.PASSED: "headline"}  # what failed the gate: "alarm"
 
 
 def comparison_page(base: str, new: str, frame: pd.DataFrame, judged: dict, *, environment: list[str],
@@ -147,7 +147,7 @@ def comparison_page(base: str, new: str, frame: pd.DataFrame, judged: dict, *, e
         f'<nav><a href="../index.html">all runs</a>{runs}</nav>',
         f"<h1>{esc(comparing.comparison_name(base, new))}</h1>",
         f"<p>BASE {esc(base)}, NEW {esc(new)}: did NEW get slower than BASE?</p>",
-        f'<p class="{OUTCOME_CLASS.get(judged["outcome"], "headline")}">{esc(_capitalised(judged["sentence"]))}'
+        f'<p class="{OUTCOME_CLASS.get(judged["outcome"], "alarm")}">{esc(_capitalised(judged["sentence"]))}'
         f"{esc(' (exit ' + str(judged['exit_code']) + ')') if 'exit_code' in judged else ''}.</p>",
         "".join(
             f"<p>{role} {esc(run)} ran <code>{esc(line)}</code></p>"

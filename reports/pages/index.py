@@ -200,7 +200,7 @@ def _not_judged_cell(comparison: dict[str, Any]) -> str:
 
 def _outcome_cell(comparison: dict[str, Any]) -> str:
     word = comparison.get("outcome")
-    return f'<span class="failed">{esc(word)}</span>' if word == comparing.REGRESSED else esc(word or pooled.MISSING)
+    return f'<span class="failed">{esc(word)}</span>' if comparing.regressed(word) else esc(word or pooled.MISSING)
 
 
 def collectives_page(meta: dict[str, Any], frame: pd.DataFrame, contention: pd.DataFrame) -> str:

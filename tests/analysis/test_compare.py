@@ -283,6 +283,7 @@ def test_the_outcome_is_the_exit_codes_answer_in_words():
     judged = pd.DataFrame({"verdict": [stats.SLOWER, stats.FASTER, stats.TOO_FEW]})
     slower = compare.outcome(judged, failed=["x: failed in NEW"], missing=[], not_compared=[])
     assert slower["sentence"] == "slower: 1 of 3 matched configurations significantly slower, 1 failed in NEW"
+    assert slower["outcome"] == "slower, failed in NEW" and compare.regressed(slower["outcome"])  # each failure named
     short = compare.outcome(judged.iloc[1:], failed=[], missing=["y"], not_compared=["z"])
     assert short["outcome"] == compare.UNDECIDED and short["sentence"] == (
         "cannot tell: 1 of 2 matched configurations with too few repeats to tell, 1 not compared (a setting "

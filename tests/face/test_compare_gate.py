@@ -49,7 +49,7 @@ def test_nothing_matched_because_new_failed_everywhere_is_exit_1_naming_the_fail
     assert code == 1, out
     assert "w2 mlp/tiny stock: failed in NEW (3 of 3 repeats): rank 1: RuntimeError: boom" in out.err
     assert "0 configurations matched" in out.out
-    assert "compare: slower: 1 failed in NEW; base measured mlp/tiny fp32 sgd batch 8 (stock), new no ok " \
+    assert "compare: failed in NEW: 1 failed in NEW; base measured mlp/tiny fp32 sgd batch 8 (stock), new no ok " \
            "configuration (exit 1)" in out.out  # fmt: skip
 
 
@@ -342,6 +342,7 @@ def test_a_peak_memory_regression_fails_the_gate_naming_it_and_equal_memory_pass
     assert "compare: more memory: 1 of 1 matched configuration with peak memory significantly higher" in out.out
     kept = store.read_json(tmp_path / "r" / "comparisons" / "base_vs_new.json")
     assert kept["rows"][0]["mem_verdict"] == "higher" and kept["judged"]["memory_higher"] == 1
+    assert kept["judged"]["outcome"] == "more memory"  # named for what failed the gate, not 'slower'
     assert "Peak memory per rank" in (tmp_path / "site" / "compare" / "base_vs_new.html").read_text()
     # the same growth under a --memory-threshold it does not reach, or equal memory: the step verdict decides
     assert compare(capsys, tmp_path / "r", "--threshold", "10%", "--memory-threshold", "20%")[0] == 0

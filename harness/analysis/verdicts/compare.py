@@ -343,14 +343,23 @@ def comparison_name(base: str, new: str) -> str:
 
 
 REGRESSED, UNDECIDED, PASSED = "slower", "cannot tell", "nothing slower"
+FAILED_WORDS = {"slower": REGRESSED, "memory_higher": memory_compare.MEMORY_REGRESSED, "failed": "failed in NEW"}
+"""A failing outcome named for what failed the gate ('more memory' alone, 'slower, failed in NEW'): `regressed`."""
+
+
+def regressed(outcome: str | None) -> bool:
+    """Whether an outcome failed the gate (exit 1), whatever failed it (FAILED_WORDS)."""
+    return bool(outcome) and outcome not in (UNDECIDED, PASSED)
+
+
 """The comparison's outcome, what `ddpbench compare`'s exit code says (1, 3, 0): a gate fails on a slower or
 failed configuration (or one whose peak memory is significantly higher: memory_compare), cannot pass on short
 evidence, and passes only when every configuration was judged."""
 
 
 def outcome(frame: pd.DataFrame, *, failed: list[str], missing: list[str], not_compared: list[str]) -> dict:
-    """The comparison as a whole: {"outcome": one of REGRESSED/UNDECIDED/PASSED, "sentence": why, in words, and
-    the counts it rests on}, the same for the console, the page and the index."""
+    """The comparison as a whole: {"outcome": UNDECIDED, PASSED, or what failed the gate (FAILED_WORDS, joined),
+    "sentence": why, in words, and the counts it rests on}, the same for the console, the page and the index."""
     verdicts = frame["verdict"].value_counts().to_dict() if "verdict" in frame else {}
     matched = len(frame)
     tally = {"matched": matched, "slower": int(verdicts.get(stats.SLOWER, 0)),
@@ -362,9 +371,9 @@ def outcome(frame: pd.DataFrame, *, failed: list[str], missing: list[str], not_c
     regressed = _counted(tally, slower=f"{of_matched} significantly slower",
                          memory_higher=f"{of_matched} with peak memory significantly higher",
                          failed="failed in NEW")  # fmt: skip
-    if regressed:  # memory alone: said as such (the outcome, what the exit code says, is the same)
-        said = REGRESSED if tally["slower"] or tally["failed"] else memory_compare.MEMORY_REGRESSED
-        return {"outcome": REGRESSED, "sentence": f"{said}: {regressed}", **tally}
+    if regressed:  # named for what failed it: 'more memory' where memory alone did (exit 1 all the same)
+        said = [words for key, words in FAILED_WORDS.items() if tally[key]]  # the sentence's counts name the rest
+        return {"outcome": ", ".join(said), "sentence": f"{said[0]}: {regressed}", **tally}
     short = _counted(tally, too_few=f"{of_matched} with too few repeats to tell",
                      not_compared="not compared (a setting differs)", missing="with no ok result in NEW")  # fmt: skip
     if frame.empty or short:

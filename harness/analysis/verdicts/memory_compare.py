@@ -27,7 +27,7 @@ PEAK_COLUMNS = {"cuda": "mem_peak_reserved_mb", "cpu": "mem_peak_rss_mb"}
 PEAK_WORDS = {"mem_peak_reserved_mb": "peak reserved (device)", "mem_peak_rss_mb": "peak RSS (process)"}
 HIGHER, LOWER = "higher", "lower"
 MEMORY_REGRESSED = "more memory"
-"""How the outcome sentence opens where memory alone failed the gate (the outcome is still compare.REGRESSED)."""
+"""The outcome's word where memory failed the gate (compare.FAILED_WORDS)."""
 WORDS = {stats.SLOWER: HIGHER, stats.FASTER: LOWER}  # the step verdict's words said of memory
 
 
