@@ -358,11 +358,11 @@ def test_the_what_if_page_of_a_fitted_profile_names_the_logs_and_how_far_they_re
     assert "error on their rows" in fitted.fitted_to and profile.unchecked(fitted, best, fitted=False) == ""
     assert "every node count here is within what they measured" in profile.how_sure(None, fitted, best.head(2))
     assert profile.how_sure(None, base, best) == ""  # a built-in's: its published checks say how sure, below
-    # the profile's table gives every fitted number with its source: the latency scale the fit moved, NCCL's version
-    # and algorithms
+    # the profile's table gives every fitted number with its source: the latency scale the fit moved, NCCL's
+    # algorithms; no NCCL version, which nothing read (the tuner's constants are NCCL master's, said over the table)
     table = html.unescape(profile.sources_section(fitted))
     assert f"<td>latency_scale</td><td>{fitted.latency_scale:g}</td><td>fitted to {fitted.fitted_to}</td>" in table
-    assert "<td>nccl</td><td>2.21</td><td>a label the model does not read" in table
+    assert "<td>nccl</td>" not in table and "NCCL master's constants (2026)" in table
     assert "<td>algorithms</td><td>ring, tree, nvls, nvlstree</td><td>ring and tree, and NVLS" in table
     assert f"<td>latency_scale</td><td>1</td><td>{profile.NOT_FITTED}</td>" in html.unescape(
         profile.sources_section(base)
@@ -894,7 +894,7 @@ def test_a_users_profile_without_sources_is_used_and_warned_about(tmp_path, caps
     assert cli.main(["predict", "--cluster", str(tmp_path / "ours.toml"), "--nodes", "1", "--sizes", "1GiB"]) == 0
     captured = capsys.readouterr()
     assert "# ours: all_reduce on 1 node(s)" in captured.out
-    assert "no source for gpus_per_node, generation, cpu, nccl, algorithms, intra.nvlinks" in captured.err
+    assert "no source for gpus_per_node, generation, cpu, algorithms, intra.nvlinks" in captured.err
     assert cli.main(["predict", "--cluster", "dgx-a100", "--nodes", "1", "--sizes", "1GiB"]) == 0
     assert "no source" not in capsys.readouterr().err  # a built-in says where every number came from
 

@@ -40,7 +40,6 @@ class Cluster:
     gpus_per_node: int
     generation: str
     cpu: str
-    nccl: str
     algorithms: tuple[str, ...]
     fabric: str
     nvlinks: int
@@ -109,8 +108,11 @@ POSITIVE = ("gpus_per_node", "intra.busbw_gbps", "inter.busbw_gbps")  # the numb
 COUNTS = ("gpus_per_node", "intra.nvlinks", "inter.nics")  # whole numbers
 SECTIONS = {"intra": ("fabric", "nvlinks", "link_gbps", "busbw_gbps", "nvls_busbw_gbps"),
             "inter": ("nics", "nic_gbps", "busbw_gbps", "latency_us")}  # fmt: skip
-TOP_LEVEL = ("name", "description", "gpus_per_node", "generation", "cpu", "nccl", "algorithms", "latency_scale",
+TOP_LEVEL = ("name", "description", "gpus_per_node", "generation", "cpu", "algorithms", "latency_scale",
              "fitted_to", "fitted_nodes", "gpu_memory_gib", *SECTIONS, "sources")  # fmt: skip
+READ_BY_NOTHING = ("nccl",)
+"""Keys an older profile (a built-in's copy, a fit saved before) carries that nothing reads, taken and left: `nccl`,
+a version the tuner's constants never followed (they are NCCL master's, harness/perfmodel/clusters/nccl.py)."""
 
 
 def _refuse_unknown_keys(data: dict, where: str) -> None:
@@ -119,7 +121,7 @@ def _refuse_unknown_keys(data: dict, where: str) -> None:
     for prefix, table, known in tables:
         if not isinstance(table, dict):
             raise ConfigError(f"cluster profile {where}: {prefix[:-1]} is not a table; write it as [{prefix[:-1]}]")
-        if unknown := [key for key in table if key not in known]:
+        if unknown := [key for key in table if key not in known and not (prefix == "" and key in READ_BY_NOTHING)]:
             raise ConfigError(f"cluster profile {where}: unknown key {prefix}{unknown[0]}; the keys are "
                               f"{', '.join(prefix + key for key in known)}")  # fmt: skip
 
@@ -228,14 +230,14 @@ def from_mapping(data: dict, *, where: str = "<profile>") -> Cluster:
         name=name, description=str(data.get("description", "")),
         **{FIELDS[key]: int(value) if key in COUNTS else value for key, value in numbers.items()},
         generation=_choice(data, "generation", GENERATIONS, where), cpu=_choice(data, "cpu", CPUS, where),
-        nccl=str(data.get("nccl", "")), algorithms=algorithms,
+        algorithms=algorithms,
         fabric=fabric, sources=sources, path=where, latency_scale=_latency_scale(data, where),
         fitted_to=str(data.get("fitted_to", "")), fitted_nodes=_fitted_nodes(data, where),
         gpu_memory_gib=_number(data, "gpu_memory_gib", where) if "gpu_memory_gib" in data else 0.0,
     )  # fmt: skip
 
 
-TEXT = ("name", "description", "nccl", "fitted_to")  # free text: a number there is a slip (a count for a name)
+TEXT = ("name", "description", "fitted_to")  # free text: a number there is a slip (a count for a name)
 
 
 def _refuse_non_text(data: dict, where: str) -> None:
@@ -265,7 +267,7 @@ def to_toml(profile: Cluster) -> str:
     lines = [f"# {headline}",
              f"name = {text(profile.name)}", f"description = {text(profile.description)}",
              f"gpus_per_node = {profile.gpus_per_node}", f"generation = {text(profile.generation)}",
-             f"cpu = {text(profile.cpu)}", f"nccl = {text(profile.nccl)}",
+             f"cpu = {text(profile.cpu)}",
              f"algorithms = [{', '.join(map(text, profile.algorithms))}]",
              f"latency_scale = {profile.latency_scale!r}"]  # fmt: skip
     if profile.gpu_memory_gib:
@@ -295,7 +297,6 @@ def unsourced(cluster: Cluster) -> list[str]:
         "gpus_per_node",
         "generation",
         "cpu",
-        "nccl",
         "algorithms",
         *(("latency_scale",) if cluster.latency_scale != 1.0 else ()),
         *NUMBERS[1:],

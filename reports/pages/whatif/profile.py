@@ -1,5 +1,5 @@
 """What the what-if page says of the cluster profile its predictions rest on: every number with its source
-(NCCL's version, its algorithms and the latency scale a fit moved among them), how far it was checked against
+(NCCL's algorithms and the latency scale a fit moved among them), how far it was checked against
 published tables or fitted to the user's logs, and how sure a prediction is (the fit's own error and the node
 counts past the logs, before the step models' check on the run's own steps)."""
 
@@ -65,10 +65,10 @@ NOT_FITTED = "not fitted: NCCL's latencies as its tuner has them"
 
 
 def sources_section(cluster: Cluster) -> str:
-    """Every field the predictions rest on, its value and its source: NCCL's version and the algorithms it may pick,
+    """Every field the predictions rest on, its value and its source: the algorithms NCCL may pick,
     the latency scale (which a fit to logs moves), the node's and the network's numbers, the GPU's memory."""
     values = {"gpus_per_node": cluster.gpus_per_node, "generation": cluster.generation, "cpu": cluster.cpu,
-              "nccl": cluster.nccl or "not given", "algorithms": ", ".join(cluster.algorithms),
+              "algorithms": ", ".join(cluster.algorithms),
               "latency_scale": cluster.latency_scale,
               "intra.nvlinks": cluster.nvlinks, "intra.link_gbps": cluster.link_gbps,
               "intra.busbw_gbps": cluster.intra_busbw_gbps, "intra.nvls_busbw_gbps": cluster.nvls_busbw_gbps,
@@ -81,7 +81,8 @@ def sources_section(cluster: Cluster) -> str:
              for key, value in values.items()]  # fmt: skip
     where = f"built-in profile {cluster.name}" if is_builtin(cluster) else "your profile"
     return (f"<h2>The cluster profile</h2><p>{esc(cluster.description)} ({esc(where)}); the model: "
-            "NCCL's tuner (docs/clusters.md).</p>" + table(["field", "value", "source"], cells))  # fmt: skip
+            "NCCL's tuner, with NCCL master's constants (2026) whatever NCCL the cluster runs "
+            "(docs/clusters.md).</p>" + table(["field", "value", "source"], cells))  # fmt: skip
 
 
 def published_section(cluster: Cluster) -> str:
