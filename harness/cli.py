@@ -231,6 +231,18 @@ def refuse_unfindable(parser: argparse.ArgumentParser, specs) -> None:
             parser.exit(EXIT_BAD_INPUT, f"ddpbench: error: {why}\n")
 
 
+def refuse_bad_caps(parser: argparse.ArgumentParser, caps) -> None:
+    """A bucket cap that is no number > 0 is refused before the command's imports (the strategies', and torch with
+    them: 10-16 s on a busy CPU), in the words the strategies' own option says it with."""
+    from harness.config.units import check_cap
+
+    for text in caps:
+        try:
+            check_cap(text, typed=f"--bucket-cap-mb {text!r}")
+        except ValueError as exc:
+            parser.exit(EXIT_BAD_INPUT, f"ddpbench: error: {exc}\n")
+
+
 def start_ranks_early(args: argparse.Namespace) -> None:
     """`bench` on the CPU (a new run, not --resume or --dry-run): the ranks' imports (the run's zygote, 3-11 s here)
     begin now, before this process imports the command's own modules (pandas, the launcher: 1.5-3 s here), which
@@ -254,6 +266,7 @@ def main(argv: list[str] | None = None) -> int:
     refuse_empty(parser, given)
     if args.command == "bench":  # --resume refuses the flags that would change the stored run
         args.given_flags = given_bench_flags(given)
+        refuse_bad_caps(parser, args.bucket_cap_mb or ())
     if args.command in ("bench", "list"):
         refuse_unfindable(parser, getattr(args, "workloads", None) or getattr(args, "names", None) or ())
     # the command line a run records: called with flags (a test, a script), those flags, not the caller's own argv

@@ -49,6 +49,18 @@ def parse_caps(text: str) -> list[float]:
     return caps
 
 
+def check_cap(text: str, *, typed: str) -> float:
+    """A bucket cap as typed ('--bucket-cap-mb \'0\''): a finite number of MiB > 0, else ConfigError in the words
+    the strategies' own option gives (`registry.Option.check`), without importing them (and torch with them)."""
+    try:
+        cap = float(text)
+    except ValueError:
+        cap = math.nan
+    if not (math.isfinite(cap) and cap > 0):
+        raise ConfigError(f"{typed} is not valid; give a finite number (MiB > 0)")
+    return cap
+
+
 BYTE_UNITS = {"": 1, "B": 1, **{f"{prefix}{suffix}": 2 ** (10 * power) for power, prefix in enumerate("KMGT", 1)
                                for suffix in ("", "B", "IB")}}  # fmt: skip
 """Every message size is binary, as nccl-tests' -b/-e read them: 1M, 1MB and 1MiB are all 2**20 bytes."""

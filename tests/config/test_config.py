@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 import torch
 
@@ -70,6 +72,20 @@ def test_bad_bench_value_is_one_line_exit_2_and_writes_nothing(capsys, tmp_path,
     assert err.count("\n") == 1 and "Traceback" not in err
     assert named in err
     assert not results.exists()
+
+
+@pytest.mark.parametrize("cap", ["0", "-1", "abc", "nan", "inf"])
+def test_bad_cap_is_refused_before_the_strategies_are_imported(capsys, tmp_path, monkeypatch, cap):
+    """A bad --bucket-cap-mb was refused only once the strategies (and torch: 10 s and more) had been imported, a
+    bad --budget in half a second; the words stay those of the strategies' own option, which still checks a good cap."""
+    import impls
+
+    typed = f"--bucket-cap-mb {cap!r}"
+    with pytest.raises(ConfigError) as own:
+        impls.entry("stock").options()["bucket_cap_mb"].coerce(cap, typed=typed)
+    monkeypatch.setitem(sys.modules, "impls", None)  # importing it now raises ImportError
+    code, _out, err = run_cli(capsys, "bench", "--results", str(tmp_path / "r"), "--bucket-cap-mb", f"5,{cap}")
+    assert (code, err) == (2, f"ddpbench: error: {own.value}\n")
 
 
 def test_unknown_strategy_error_lists_the_valid_choices(capsys, tmp_path):
