@@ -164,6 +164,17 @@ def test_a_sweep_line_between_caps_that_made_one_layout_is_captioned_as_the_laun
     assert one_layout_note(frame.iloc[1:2], workload="mlp", strategy="stock") == ""
 
 
+def test_a_one_layout_note_every_sweep_figure_shares_is_said_once():
+    """A run page said "At 2 ranks every cap made the same buckets: …" under bucketed's sweep figure and again under
+    stock's, the second time after the sweep's caption: once, with the caption, under the last."""
+    from reports.pages.run.run_sections import CAPTIONS, sweep_captions
+
+    note = "At 2 ranks every cap made the same buckets: the launches' spread."
+    assert sweep_captions([note, note]) == ["", f"{CAPTIONS['sweep']} {note}"]
+    assert sweep_captions([note, ""]) == [note, CAPTIONS["sweep"]]  # bucketed's alone: under its own figure
+    assert sweep_captions([note]) == [f"{CAPTIONS['sweep']} {note}"]
+
+
 def test_a_run_without_a_sweep_has_no_best_cap(cpu_run):
     assert aggregate.best_caps(cpu_run.configs, workload="mlp").empty
 

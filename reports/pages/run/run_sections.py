@@ -117,9 +117,8 @@ def bucket_section(run: RunData, workloads: list[str], figs: FigureList) -> str:
             figure = figures.bucket_cap_sweep(run.configs, workload=workload, strategy=strategy, recommended=stars)
             note = one_layout_note(run.recommendations, workload=workload, strategy=strategy).strip()
             drawn += [(figure, note)] if figure is not None else []
-    # The sweep's caption holds for each strategy's figure: said once, under the last (per figure it ran 8 lines × 3)
-    parts += [figs.add(figure, f"{CAPTIONS['sweep']} {note}".strip() if k == len(drawn) - 1 else note)
-              for k, (figure, note) in enumerate(drawn)]  # fmt: skip
+    parts += [figs.add(figure, caption) for (figure, _), caption in zip(drawn, sweep_captions([n for _, n in drawn]),
+                                                                       strict=True)]  # fmt: skip
     if not run.recommendations.empty:
         parts.append(recommendation_table(run.recommendations))
     if len(parts) == 1:
@@ -128,6 +127,15 @@ def bucket_section(run: RunData, workloads: list[str], figs: FigureList) -> str:
             "(<code>--bucket-cap-mb 1,5,10,25,50,100</code>).</p>"
         )
     return "\n".join(parts)
+
+
+def sweep_captions(notes: list[str]) -> list[str]:
+    """Each sweep figure's caption from its one-layout note: the sweep's caption holds for every strategy's figure,
+    said once, under the last (per figure it ran 8 lines × 3), and so does a note that every figure shares (a run page
+    said "At 2 ranks every cap made the same buckets: …" under stock's figure and again under bucketed's)."""
+    shared = len(notes) > 1 and len(set(notes)) == 1
+    return [f"{CAPTIONS['sweep']} {note}".strip() if k == len(notes) - 1 else "" if shared else note
+            for k, note in enumerate(notes)]  # fmt: skip
 
 
 def recommended_caps(frame: pd.DataFrame, *, workload: str, strategy: str) -> dict[int, tuple[float, float]]:
