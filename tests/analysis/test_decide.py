@@ -505,3 +505,22 @@ def _depth(line: str):
     for ch in line:
         depth += (ch == "(") - (ch == ")")
         yield depth
+
+
+def test_a_one_layout_verdicts_why_is_said_once_over_the_rounds(monkeypatch):
+    """A resnet50 sweep's round line said "flat: any of 1, 5, 25, 100 MiB (every cap makes one bucket of 0.131 MiB,
+    every gradient: a cap splits buckets only between parameters, …)" for stock and again for bucketed, and the last
+    word listed both in full again: the why once, the first time, then 'every cap makes the same buckets'."""
+    found = []
+    for impl in ("stock", "bucketed"):
+        configs, steps = rows({1.0: 100.0, 25.0: 100.5}, repeats=3, impl=impl)
+        configs["bucket_sizes_mb"] = [[0.131]] * len(configs)
+        found += decide.verdicts(configs, steps, confidence=CONFIDENCE)
+    assert len(found) == 2 and all(v.decided for v in found)
+    out = io.StringIO()
+    monkeypatch.setattr(console, "say", lambda line: out.write(line + "\n"))
+    said: set[str] = set()
+    rounds.verdict_round(Decided(found, 3, 75.0), next_round=[object()], said=said)
+    rounds.verdict_round(Decided(found, 3, None), next_round=[], decided_before={v.subject for v in found}, said=said)
+    assert out.getvalue().count(sweep.ONLY_BETWEEN) == 1, out.getvalue()
+    assert out.getvalue().count("(every cap makes the same buckets)") == 3, out.getvalue()

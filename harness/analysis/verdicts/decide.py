@@ -122,6 +122,7 @@ class Verdict:
     config_ids: frozenset[str]  # every repeat of every configuration it rests on
     given_up: bool = False  # open and out of reach within --max-repeats (`out_of_reach`): runs no more
     so_far: str = ""  # open: the estimate and its interval at the look confidence, what the evidence bounds already
+    brief: str = ""  # the word once its why has been said (sweep.answer's why=False): the console says the why once
 
     @property
     def reachable(self) -> bool:
@@ -129,9 +130,15 @@ class Verdict:
         than 1000', the repeats differ far beyond the threshold and only a narrower spread decides it)."""
         return bool(self.repeats_needed) and self.repeats_needed < stats.MAX_REPEATS
 
-    def line(self) -> str:
+    def said(self, said: set[str]) -> str:
+        """The word, or its brief form where `said` holds it already (a console's words said so far: added to)."""
+        word = self.brief if self.brief and self.word in said else self.word
+        said.add(self.word)
+        return word
+
+    def line(self, said: set[str] | None = None) -> str:
         if self.decided:
-            return f"{self.subject}: {self.word}"
+            return f"{self.subject}: {self.word if said is None else self.said(said)}"
         why = "; out of reach within --max-repeats at this spread, so given up" if self.given_up else ""
         return f"{self.subject}: {stats.open_text(self.repeats, self.so_far, self.repeats_needed, why=why)}"
 
@@ -178,7 +185,7 @@ def _cap_verdicts(ok: pd.DataFrame, steps: pd.DataFrame, confidence: float, max_
         so_far = "" if decided else f"fastest {fastest}" + (f"; {versus}" if versus else "")
         found.append(Verdict(CAP, _subject(setup, sweep.label(setup)), sweep.answer(pd.Series(decision)), decided,
                              int(decision["repeats"]), decision["repeats_needed"], ids, given_up=given_up,
-                             so_far=so_far))  # fmt: skip
+                             so_far=so_far, brief=sweep.answer(pd.Series(decision), why=False)))  # fmt: skip
     return found
 
 

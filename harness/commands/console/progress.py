@@ -45,6 +45,7 @@ class Progress:
         self.decided: set[str] = set()  # under --repeats auto, the verdicts the last round found decided
         self.given_up: dict[str, int] = {}  # and given up as out of reach: at how many repeats (console.rounds)
         self._standing = ""  # and where they stand, shown in the bar (console.rounds)
+        self.said: set[str] = set()  # the verdicts' words said so far: each why once (console.rounds)
         self._began = self._said = self._current_began = time.monotonic()  # off a terminal: the heartbeat's clocks
         self._done_here = 0  # configurations finished in this session: the pace its ETA takes, as tqdm's does
         self._current: Configuration | None = None  # the pending one rank 0's hint names (launches take their order)

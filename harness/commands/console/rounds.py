@@ -47,7 +47,7 @@ def on_round(progress: Progress, config, plan, standing, more: list) -> None:
                                                            for v in standing.verdicts])  # fmt: skip
     with progress.above():  # a round's line above the bar
         verdict_round(standing, more, decided_before=progress.decided, given_up_before=progress.given_up,
-                      progress=progress)  # fmt: skip
+                      progress=progress, said=progress.said)  # fmt: skip
         if not more:  # the last word: how the open ones would be decided
             to_decide(
                 standing,
@@ -76,12 +76,16 @@ def verdict_round(
     decided_before: set[str] | frozenset = frozenset(),
     given_up_before: set[str] | frozenset = frozenset(),
     progress: Standing | None = None,
+    said: set[str] | None = None,
 ) -> None:
     """`--repeats auto`'s word after each round. Before the last: one line, what changed since the round before
     (`decided_before`, `given_up_before`: what it found decided and given up), then how many stay open, what runs
     next and how long the rest may take; a round that changed nothing is said in place on a terminal (`progress`).
-    After the last: every verdict, the decided ones' words, then the open ones and what they would need."""
+    After the last: every verdict, the decided ones' words, then the open ones and what they would need. A verdict's
+    why (every cap's one bucket, sweep.answer's) is said once, the first time: `said`, the words said in earlier
+    rounds (added to)."""
     total, still = len(standing.verdicts), standing.open
+    said = set() if said is None else said
     if not total and standing.repeats > 1:  # planned to decide something: what it rests on measured nothing
         console.say("ddpbench: repeats auto: no verdict to decide: every configuration a verdict would rest on "
                     f"failed or was skipped (the lines above say why), after {standing.repeats} repeats")  # fmt: skip
@@ -93,7 +97,7 @@ def verdict_round(
         )
         return
     if next_round:
-        news, count, then = round_words(standing, next_round, decided_before, given_up_before)
+        news, count, then = round_words(standing, next_round, decided_before, given_up_before, said)
         running = [v for v in still if not v.given_up]
         if progress is not None and progress.on_terminal:  # a bar's description is short: counts and the time
             progress.show_standing(f"verdicts open {len(running)}/{total}{time_words(standing, short=True)}")
@@ -113,17 +117,17 @@ def verdict_round(
     console.say(f"{head}; {len(still)} left open{f' ({why})' if why else ''}. Every verdict:" if still
                 else f"{head}: every verdict decided:")  # fmt: skip
     for verdict in [*(v for v in standing.verdicts if v.decided), *still]:
-        console.say(f"  {verdict.line()}")
+        console.say(f"  {verdict.line(said)}")
 
 
-def round_words(standing, next_round: list, decided_before, given_up_before) -> tuple[str, str, str]:
+def round_words(standing, next_round: list, decided_before, given_up_before, said: set[str]) -> tuple[str, str, str]:
     """What changed this round against the round before ('' for nothing: decided, reopened, given up), how many
     stay open ('1 of 2 open', ', 1 given up') and what runs next ('3 more configuration run(s), about 53 s to
     decide them at the spread seen')."""
     still = standing.open
     news = []
     if newly := [v for v in standing.verdicts if v.decided and v.subject not in decided_before]:
-        news.append("decided " + ", ".join(f"{v.subject} ({v.word.split(', at ')[0]})" for v in newly))
+        news.append("decided " + ", ".join(f"{v.subject} ({v.said(said).split(', at ')[0]})" for v in newly))
     if reopened := [v for v in still if v.subject in decided_before]:  # more repeats, asked for by another verdict
         news.append(f"reopened {', '.join(v.subject for v in reopened)} (the repeats another verdict asked for "
                     "widened the interval)")  # fmt: skip
