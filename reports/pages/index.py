@@ -37,7 +37,11 @@ def run_headline(configs: pd.DataFrame, meta: dict[str, Any] | None = None) -> s
     ('… 2.46 ms (leads; no 5% change shown)', lead_words); caps of one layout pooled said so, as the run page says
     it (answer.step_said: '… 8.98 ms, both caps' launches pooled (…)')."""
     lines = []
-    found = decide.strategy_verdicts(configs, confidence=pooled.run_confidence(meta or {}))  # the console's own
+    config = (meta or {}).get("config") or {}
+    auto = config.get("repeats") == "auto"  # the console's own, given up where its rounds gave up
+    found = decide.strategy_verdicts(configs, confidence=pooled.run_confidence(meta or {}),
+                                     max_repeats=int(config.get("max_repeats") or decide.DEFAULT_MAX_REPEATS) if auto
+                                     else None)  # fmt: skip
     for workload in dict.fromkeys(configs.loc[configs["status"] == "ok", "workload"]) if not configs.empty else []:
         frame = pooled.ranked(configs, workload=workload, confidence=pooled.run_confidence(meta or {}))
         if frame.empty:
@@ -60,6 +64,10 @@ def run_headline(configs: pd.DataFrame, meta: dict[str, Any] | None = None) -> s
     return "<br>".join(lines) or "nothing measured"
 
 
+GIVEN_UP = "leads; given up as out of reach within --max-repeats"
+"""The index's caveat where the leader's pair with the reference is a verdict --repeats auto gave up on."""
+
+
 def lead_words(group: pd.DataFrame, found: list[decide.Verdict]) -> list[str]:
     """What the repeats say of the leader (answer.lead_caveat: against the next, as the run page's headline judges
     it): ['fastest'], ['leads; too few repeats'], …; where the next is not the reference, it is named, and the run's
@@ -71,6 +79,14 @@ def lead_words(group: pd.DataFrame, found: list[decide.Verdict]) -> list[str]:
     caveat = answer.lead_caveat(group) or "fastest"  # as the header promises
     best, runner, reference = contenders.iloc[0], contenders.iloc[1], answer.reference_row(group)
     mine = _verdict_of(best, found) if reference is not None and best["strategy"] != reference["strategy"] else None
+    pair = mine if reference is None or best["strategy"] != reference["strategy"] else _verdict_of(runner, found)
+    if (
+        caveat == "leads; too few repeats"
+        and pair is not None
+        and pair.given_up
+        and (reference["strategy"] in (best["strategy"], runner["strategy"]))
+    ):  # the console's word: more repeats will not decide it
+        caveat = GIVEN_UP
     if mine is None or runner["strategy"] == reference["strategy"]:  # the next is the reference: that very verdict
         return [caveat]
     if caveat in (f"leads; {answer.NO_CHANGE_SHOWN}", "leads; too few repeats"):

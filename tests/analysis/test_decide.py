@@ -250,12 +250,13 @@ def test_a_verdict_no_number_of_repeats_decides_is_not_sized_into_a_max_repeats(
                      max_repeats=20)  # fmt: skip
     lines = out.getvalue().splitlines()
     assert lines[0].startswith("ddpbench: to decide the 1 that need more: the same command with --max-repeats 41 (")
-    assert lines[1] == ("ddpbench: w2 convnext_tiny/tiny fsdp vs stock: more repeats will not decide it if its ratio "
-                        "so far holds (need more than 1000 at it): the spread between launches must narrow first; run "
-                        "with nothing else on the machine")  # fmt: skip
+    assert len(lines) == 1  # given up, its own line says why and what would decide it
+    assert capped.line().endswith("need more than 1000 at the ratio so far: the repeats differ far beyond the "
+                                  "threshold; given up: the spread between launches must narrow first, with nothing "
+                                  "else on the machine")  # fmt: skip
     out.truncate(0), out.seek(0)  # that one alone: no command sized for it
     rounds.to_decide(Decided([capped], 8, None, stopped_by="out of reach"), run_id="r1", results="res", max_repeats=20)
-    assert "--max-repeats" not in out.getvalue() and out.getvalue().count("\n") == 1
+    assert out.getvalue() == ""
     out.truncate(0), out.seek(0)  # a fixed --repeats run says the same
     rounds.to_decide_fixed([capped, short], repeats=3, max_repeats=20)
     assert out.getvalue().startswith("ddpbench: to decide the 1 of 2 open verdicts within reach: the same command "
@@ -524,3 +525,20 @@ def test_a_one_layout_verdicts_why_is_said_once_over_the_rounds(monkeypatch):
     rounds.verdict_round(Decided(found, 3, None), next_round=[], decided_before={v.subject for v in found}, said=said)
     assert out.getvalue().count(sweep.ONLY_BETWEEN) == 1, out.getvalue()
     assert out.getvalue().count("(every cap makes the same buckets)") == 3, out.getvalue()
+
+
+def test_a_given_up_verdict_is_not_said_again_under_its_line(monkeypatch):
+    """A resnet50 run's last word said 'need more than 1000 at the ratio so far: …; out of reach within --max-repeats
+    at this spread, so given up', and the next line 'more repeats will not decide it if its ratio so far holds (need
+    more than 1000 at it)': the same twice."""
+    hopeless = decide.Verdict(decide.STRATEGY, "w2 mlp/small bucketed vs stock", "too few repeats to tell", False, 8,
+                              stats.MAX_REPEATS, frozenset({"a"}), given_up=True)  # fmt: skip
+    out = io.StringIO()
+    monkeypatch.setattr(console, "say", lambda line: out.write(line + "\n"))
+    rounds.verdict_round(Decided([hopeless], 8, None, stopped_by="out of reach"), next_round=[])
+    rounds.to_decide(Decided([hopeless], 8, None, stopped_by="out of reach"), run_id="r1", results="res",
+                     max_repeats=20)  # fmt: skip
+    assert out.getvalue().count(f"need more than {stats.MAX_REPEATS}") == 1, out.getvalue()
+    rounds.to_decide(Decided([dataclasses.replace(hopeless, given_up=False)], 8, None, stopped_by="budget"),
+                     run_id="r1", results="res", max_repeats=20)  # fmt: skip
+    assert "more repeats will not decide it" in out.getvalue()  # not given up: its line did not say so

@@ -726,3 +726,17 @@ def test_the_overlap_chart_draws_the_pooled_share_the_sentence_above_it_says():
     figure = exposed_communication(communication_over_repeats(typical_repeats(comm), comm), workload="mlp")
     shares = [t.y[0] for t in figure.data if t.hovertemplate.startswith("%{y:.0%} hidden")]
     assert shares == [pytest.approx(1 - 295 / 600)]  # the median repeat (82 ms) hid 70 %
+
+
+def test_the_index_says_given_up_where_the_console_gave_the_verdict_up():
+    """A resnet50 run's console said of bucketed vs stock 'out of reach within --max-repeats at this spread, so given
+    up' and 'more repeats will not decide it', where the index said '(leads; too few repeats)'."""
+    from harness.analysis.verdicts import decide
+
+    spread = [0.5, 2.4, 1.0, 0.45, 1.9, 0.7, 2.2, 0.8]
+    rows = run(repeats("stock", spread), repeats("bucketed", [s * 1.02 for s in reversed(spread)]))
+    meta = {"config": {"repeats": "auto", "max_repeats": 20}}
+    (verdict,) = decide.strategy_verdicts(rows, confidence=decide.look_confidence(20), max_repeats=20)
+    assert verdict.given_up and not verdict.decided  # what the console said
+    assert html.unescape(pages.run_headline(rows, meta)).endswith(f"({pages.GIVEN_UP})")
+    assert pages.run_headline(rows).endswith("(leads; too few repeats)")  # a fixed --repeats gives nothing up

@@ -140,6 +140,8 @@ class Verdict:
         if self.decided:
             return f"{self.subject}: {self.word if said is None else self.said(said)}"
         why = "; out of reach within --max-repeats at this spread, so given up" if self.given_up else ""
+        if self.given_up and self.repeats_needed and not self.reachable:  # its need said no count will do
+            why = "; given up: the spread between launches must narrow first, with nothing else on the machine"
         return f"{self.subject}: {stats.open_text(self.repeats, self.so_far, self.repeats_needed, why=why)}"
 
 
@@ -154,12 +156,13 @@ def verdicts(
     return [*_cap_verdicts(ok, steps, confidence, max_repeats), *_strategy_verdicts(ok, confidence, max_repeats)]
 
 
-def strategy_verdicts(configs: pd.DataFrame, *, confidence: float) -> list[Verdict]:
+def strategy_verdicts(configs: pd.DataFrame, *, confidence: float, max_repeats: int | None = None) -> list[Verdict]:
     """The strategy verdicts alone (no steps needed): what the run page and the index say of a strategy against
-    the reference is these, the console's own, so that no two outputs of one run disagree on a verdict."""
+    the reference is these, the console's own, so that no two outputs of one run disagree on a verdict; with
+    `max_repeats` (an auto run's), the open ones out of reach within it marked given up, as the console said."""
     ok = configs[configs["status"] == "ok"] if not configs.empty else configs
     ok = ok.assign(**{key: None for key in SETUP_KEYS if key not in ok})  # rows of an older schema
-    return [] if ok.empty else _strategy_verdicts(ok, confidence, None)
+    return [] if ok.empty else _strategy_verdicts(ok, confidence, max_repeats)
 
 
 def open_config_ids(found: list[Verdict]) -> set[str]:

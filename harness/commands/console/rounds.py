@@ -204,7 +204,7 @@ def to_decide(standing, *, run_id: str, results: Path | str, max_repeats: int, c
         console.say(f"ddpbench: {head}: {new_run_command(command, need)} (the most an open verdict "
             f"needs at the spread and ratio seen{took}{rough}; the verdicts decided here stop early again); --resume "
             f"keeps this run's --max-repeats {max_repeats}, on which its verdicts' error rate rests")  # fmt: skip
-    say_unreachable(still)
+    say_unreachable([v for v in still if not v.given_up])  # a given-up one's line said so: 'need more than …'
 
 
 DROPPED = {"--max-repeats": 1, "--budget": 1, "--run-id": 1, "--resume": 1, "--retry-failed": 0}
