@@ -74,8 +74,10 @@ def test_an_open_ratio_of_two_noisy_repeats_says_its_interval_is_unbounded_not_a
     """make bench's two repeats at 99.5 % once printed 'interval 0.00–83191606.53'."""
     judged = {"ratio": 0.72, "low": 3e-9, "high": 83191606.53}
     assert decide._ratio_so_far(judged, 0.995, "stock") == (
-        "0.72× stock's step (1.39× faster; 99.5% interval <0.01–>1000)"
-    )
+        f"0.72× stock's step (1.39× faster; 99.5% interval {sweep.TOO_WIDE})"
+    )  # one rule and one wording for every ratio's interval: a gpt2 sweep's read '0.01–183' a line from '<0.01–>1000'
+    assert sweep.ratio_interval_text(0.0105, 183.0) == sweep.TOO_WIDE
+    assert sweep.ratio_interval_text(0.11, 8.41) == "0.11–8.41"
 
 
 def test_the_console_says_how_many_are_decided_what_runs_next_and_what_stayed_open(monkeypatch):

@@ -38,7 +38,6 @@ from harness.analysis import roles, stats
 from harness.analysis.verdicts import layouts, sweep
 from harness.config.flags import AUTO
 from harness.results import values
-from harness.results.values import ratio_number
 
 ALPHA = 1 - stats.CONFIDENCE
 """The chance a verdict may be wrongly 'slower' or 'faster' over all its looks."""
@@ -322,7 +321,7 @@ def _ratio_so_far(judged: dict, confidence: float, reference: str) -> str:
     with one repeat a side (no interval)."""
     if not np.isfinite(judged["low"]):
         return ""
-    interval = f"{confidence * 100:.3g}% interval {ratio_number(judged['low'])}–{ratio_number(judged['high'])}"
+    interval = f"{confidence * 100:.3g}% interval {sweep.ratio_interval_text(judged['low'], judged['high'])}"
     return versus(judged["ratio"], step_of(reference), interval=interval)
 
 

@@ -27,7 +27,7 @@ from harness.analysis.verdicts import layouts
 from harness.analysis.verdicts.cap_verdict import cap_pair_verdict as cap_pair_verdict
 from harness.analysis.verdicts.cap_verdict import recommend_cap as recommend_cap
 from harness.results import store
-from harness.results.values import UNBOUNDED_RATIO, configuration_label, options_of, ratio_number
+from harness.results.values import configuration_label, options_of, ratio_number
 
 GROUP_KEYS = ("impl", "other_options", "workload", "size", "batch_size", "dtype", "optimizer", "world_size", "nnodes")
 LAYOUT_KEYS = ("cap_given", "first_bucket_cap_mb")
@@ -306,10 +306,17 @@ def interval_text(low: float, high: float) -> str:
     return TOO_WIDE if high > 3 * max(low, 0.0) else f"{low:.2f}–{high:.2f}"
 
 
+BOUNDS_NOTHING = 10.0
+"""A ratio's interval with an end past this factor either way (below 1/10, above 10) bounds nothing a reader can use."""
+
+
 def ratio_interval_text(low: float, high: float) -> str:
-    """A ratio's interval, '0.69–1.37', or TOO_WIDE (as a step's, interval_text) where an end is past what
-    ratio_number writes as a figure: two repeats' interval read '<0.01–>1000' beside a step's 'too wide to bound it'."""
-    return TOO_WIDE if low < 0.01 or high > UNBOUNDED_RATIO else f"{ratio_number(low)}–{ratio_number(high)}"
+    """A ratio's interval, '0.69–1.37', or TOO_WIDE (as a step's, interval_text) where an end is past BOUNDS_NOTHING
+    either way: every ratio's interval is said by this one rule (two repeats' intervals read '<0.01–>1000', 'too wide
+    to bound it' and '0.01–183' on neighbouring lines)."""
+    if low < 1 / BOUNDS_NOTHING or high > BOUNDS_NOTHING:
+        return TOO_WIDE
+    return f"{ratio_number(low)}–{ratio_number(high)}"
 
 
 def describe(row: pd.Series, *, why: bool = True) -> str:
