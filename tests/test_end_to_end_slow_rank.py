@@ -97,7 +97,7 @@ def test_each_step_of_each_rank_is_its_compute_exposed_communication_and_rest(sl
 
 
 def test_the_console_says_why_and_names_the_slow_rank(slow_run):
-    lines, _ = bench._why_lines(store.read_configs(slow_run))
+    lines, _ = bench._why_lines(store.read_configs(slow_run), confidence=0.95)
     assert any("rank 1" in line for line in lines), lines
     for impl in SYNCHRONISING:
         assert any(line.startswith(impl) or f" {impl}" in line for line in lines), (impl, lines)

@@ -299,7 +299,7 @@ def _verdicts(config: BenchConfig, plan, *, repeat_s: float | None = None):
         where = shlex.join(["--run", plan.run.name, "--results", str(plan.run.parent)])
         command = f"`{invoked.ddpbench_command()} predict {where} --cluster NAME --local-step-ms MS`"
         console.say(f"ddpbench: on this CPU, {lead}: {optimizer_lead.GPU_ANSWER.format(command=command)}")
-    console.why_slower(*_why_lines(configs))
+    console.why_slower(*_why_lines(configs, confidence=confidence))
     console.drifting(_drift_lines(configs))
     return configs
 
@@ -321,7 +321,7 @@ def _drift_lines(configs) -> list[str]:
     return lines
 
 
-def _why_lines(configs) -> tuple[list[str], str]:
+def _why_lines(configs, *, confidence: float) -> tuple[list[str], str]:
     """The sentences of the configurations at the run's largest world size that have a measured gap, the
     slow rank where one was found, and which strategies' gaps could not be taken apart, and why; their heading."""
     from harness.analysis import why
@@ -331,7 +331,7 @@ def _why_lines(configs) -> tuple[list[str], str]:
     largest = ok[ok["world_size"] == ok["world_size"].max()] if not ok.empty else ok
     lines = []
     for _, row in why.typical_repeats(largest).iterrows():  # one per configuration, however many repeats
-        lines += why.lines(row, configs, cores=available_cpus())  # a taskset's share, not the machine's
+        lines += why.lines(row, configs, cores=available_cpus(), confidence=confidence)  # a taskset's cores
     untimed = largest[largest["gap_ms"].isna() & ~largest["baseline"].astype(bool) & largest["comm_note"].notna()]
     by_note: dict[str, list[str]] = {}  # stock and zero share DDP's reason, 330 characters: said once for both
     for impl, notes in untimed.groupby("impl")["comm_note"]:

@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 
 from harness.analysis import gap, why
+from harness.analysis.verdicts.sweep import TOO_WIDE
 
 # A step of 16 ms: forward 0-4, backward 4-12, sync 12-14, optimizer 14-16.
 PHASES = {"step_ms": 16.0, "forward_ms": 4.0, "backward_ms": 8.0, "sync_ms": 2.0, "optimizer_ms": 2.0}
@@ -327,13 +328,18 @@ def test_the_advice_to_lower_the_cap_gives_way_to_what_the_runs_own_sweep_measur
     at_1 = {**at_25, "bucket_cap_mb": 1.0, "bucket_sizes_mb": [1.0] * 25}
     sweep += [{**at_1, "repeat": r, "step_ms_median": step} for r, step in enumerate([85.0, 85.2])]
     text = why.sentence({**at_25, "step_ms_median": 84.0}, pd.DataFrame(sweep), cores=2)
-    assert "this run measured the smaller bucket_cap_mb=1 at 85.1 ms a step against 84.1 here (1.2% slower" in text
+    assert (
+        "this run measured the smaller bucket_cap_mb=1 at 85.1 ms a step against 84.1 here: 1.2% slower, no "
+        "significant change" in text
+    )  # judged as the sweep's verdict judges the pair
     assert "would overlap more" not in text
     static = [{**r, "impl_options": '{"static_graph": true}'} if r["bucket_cap_mb"] == 1.0 else r for r in sweep]
     other = why.sentence({**at_25, "step_ms_median": 84.0}, pd.DataFrame(static), cores=2)
     assert "would overlap more" in other  # a static_graph row at 1 MiB is not this strategy at a smaller cap
     even = [{**r, "step_ms_median": 84.1} for r in sweep]
-    assert "at 84.1 ms a step against 84.1 here (as fast;" in why.sentence(at_25, pd.DataFrame(even), cores=2)
+    assert "at 84.1 ms a step against 84.1 here: as fast, no significant change" in why.sentence(
+        at_25, pd.DataFrame(even), cores=2
+    )
     alone = why.sentence(at_25, pd.DataFrame(sweep[:2]), cores=2)  # no smaller cap measured: the mechanism's advice
     assert "a smaller bucket_cap_mb would overlap more of it" in alone
     alike = [{**r, "bucket_sizes_mb": at_25["bucket_sizes_mb"]} for r in sweep]  # 1 MiB made 25's buckets
@@ -380,3 +386,22 @@ def test_the_heading_says_slower_only_where_every_configuration_is():
     assert why.heading(faster) == "how each differs from local"
     title = gap_breakdown(faster, workload="mlp").layout.title.text
     assert title.startswith("mlp: how each differs from local (its gap, taken apart)")
+
+
+def test_a_smaller_caps_lead_is_said_against_the_verdicts_pooled_point_and_open_where_it_is():
+    """A gpt2 sweep said 'this run measured the smaller bucket_cap_mb=1 at 975.8 ms a step against 1488.9 here (34.5%
+    faster …)' of cap 100 alone, as fact, where the verdict, open after 2 repeats, pooled caps 25 and 100 (one layout)
+    at 1363.6 ms. The figures are those repeats'."""
+    import pandas as pd
+
+    at_100 = {**row(gap_exposed_comm_ms=6.0), "bucket_cap_mb": 100.0, "status": "ok", "bucket_sizes_mb": [16.2]}
+    sweep = [{**at_100, "repeat": r, "step_ms_median": ms} for r, ms in enumerate([1303.58, 1700.62])]
+    sweep += [{**at_100, "bucket_cap_mb": 25.0, "repeat": r, "step_ms_median": ms} for r, ms in
+              enumerate([1152.83, 1352.91])]  # fmt: skip
+    sweep += [{**at_100, "bucket_cap_mb": 1.0, "bucket_sizes_mb": [1.0] * 17, "repeat": r, "step_ms_median": ms}
+              for r, ms in enumerate([813.62, 1170.41])]  # fmt: skip
+    text = why.sentence({**sweep[0], "step_ms_median": 1303.58}, pd.DataFrame(sweep), cores=2, confidence=0.995)
+    assert (
+        "bucket_cap_mb=1 at 975.8 ms a step against 1363.6 at bucket_cap_mb=25,100, one layout, 28.4% faster so "
+        f"far: open, 99.5% interval {TOO_WIDE}" in text
+    ), text

@@ -227,11 +227,11 @@ def test_strategies_left_untaken_apart_for_one_reason_are_named_once_together():
     ddp_reason = "not measured: timing DDP's buckets replaces its fused C++ all-reduce with a Python hook"
     untimed = (configs["world_size"] == 2) & ~configs["baseline"].astype(bool)
     same = configs.assign(gap_ms=float("nan"), comm_note=configs["comm_note"].where(~untimed, ddp_reason))
-    assert [line for line in bench._why_lines(same)[0] if "not taken apart" in line] == [
+    assert [line for line in bench._why_lines(same, confidence=0.95)[0] if "not taken apart" in line] == [
         f"naive, stock: not taken apart: {ddp_reason}"
     ]
     own = same.assign(comm_note=same["comm_note"].where(same["impl"] != "naive", "its own reason"))
-    assert [line for line in bench._why_lines(own)[0] if "not taken apart" in line] == [
+    assert [line for line in bench._why_lines(own, confidence=0.95)[0] if "not taken apart" in line] == [
         "naive: not taken apart: its own reason",
         f"stock: not taken apart: {ddp_reason}",
     ]

@@ -230,7 +230,9 @@ def why_slower(run: RunData, workload: str, figs: FigureList) -> list[str]:
         return []
     cores = usable_cores(run.meta.get("environment") or {})
     same = run.configs[run.configs["workload"] == workload]
-    said = [line for _, row in rows.sort_values("config_id").iterrows() for line in why.lines(row, same, cores=cores)]
+    level = pooled.run_confidence(run.meta)  # the verdicts': a smaller cap's lead said decided or open as they say it
+    said = [line for _, row in rows.sort_values("config_id").iterrows()
+            for line in why.lines(row, same, cores=cores, confidence=level)]  # fmt: skip
     items = "".join(f"<li>{esc(line)}</li>" for line in said)
     note = GAP_REPEATS if aggregate.has_repeats(run.configs) else ""
     return [figs.add(figure, CAPTIONS["gap"] + note), f"<ul class=why>{items}</ul>" if items else ""]
