@@ -177,7 +177,8 @@ def test_exposed_communication_outside_backward_is_named_with_the_option_that_ac
     zero = {**row(gap_exposed_comm_ms=6.0), "impl": "zero", "exposed_comm_ms": 8.0, "exposed_optimizer_ms": 6.0,
             "exposed_forward_ms": 0.5, "backend": "gloo"}  # fmt: skip
     text = why.sentence(zero, cores=2)
-    assert ("(75% of all exposed communication, waiting included (6.0 of 8.0 ms a step), is the broadcast of the "
+    assert ("(75% of all exposed communication, waiting included, 6.0 of 8.0 ms a step as the "
+            "ranks' mean, is the broadcast of the "
             "parameters each rank updated, after its optimizer step, which nothing hides: parameters_as_bucket_view="
             "true sends it as one broadcast a rank, not one a parameter)") in text  # fmt: skip
     assert "bucket_cap_mb" not in text and "overlap_with_ddp" not in text  # NCCL only
@@ -188,12 +189,12 @@ def test_exposed_communication_outside_backward_is_named_with_the_option_that_ac
     # Two phases, each under half but most of it together: both said, largest first, and no word of buckets.
     both = why.sentence({**zero, "exposed_optimizer_ms": 3.0, "exposed_forward_ms": 2.5}, cores=2)
     assert (
-        "38% of all exposed communication, waiting included (3.0 of 8.0 ms a step), is the broadcast of the parameters"
-        in both
+        "38% of all exposed communication, waiting included, 3.0 of 8.0 ms a step as the ranks' mean, "
+        "is the broadcast of the parameters" in both
     )
     assert (
-        "; 31% of all exposed communication, waiting included (2.5 of 8.0 ms a step), is the broadcast of buffers"
-        in both
+        "; 31% of all exposed communication, waiting included, 2.5 of 8.0 ms a step as the ranks' mean, "
+        "is the broadcast of buffers" in both
     )
     assert "bucket" not in both.replace("parameters_as_bucket_view", "")
     generic = why.sentence({**zero, "impl": "stock"}, cores=2)  # no strategy of ours times one there yet
@@ -201,7 +202,8 @@ def test_exposed_communication_outside_backward_is_named_with_the_option_that_ac
     # A smaller share is said beside the buckets' advice; a strategy without the option gets none.
     buffers = {**row(gap_exposed_comm_ms=6.0), "exposed_comm_ms": 8.0, "exposed_forward_ms": 2.0}
     said = why.sentence(buffers, cores=2)
-    assert ("25% of all exposed communication, waiting included (2.0 of 8.0 ms a step), is the broadcast of buffers "
+    assert ("25% of all exposed communication, waiting included, 2.0 of 8.0 ms a step as the ranks' mean, "
+            "is the broadcast of buffers "
             "before each forward, which nothing hides: broadcast_buffers=false skips it where each rank may keep "
             "its own BatchNorm statistics; its last bucket, 24 MiB of 25 MiB") in said  # fmt: skip
     fsdp = why.sentence({**buffers, "impl": "fsdp", "exposed_forward_ms": 7.0}, cores=2)
