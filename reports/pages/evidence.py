@@ -184,9 +184,23 @@ def _pooled_caps(rows: pd.DataFrame, point: layouts.Point) -> dict:
             "repeat_ids": list(point.repeats), "repeats": len(medians), "step_ms": stats.geometric_mean(medians),
             "first_bucket_cap_mb": None, "config_ids": frozenset().union(*rows["config_ids"]),
             "pooled_caps": list(point.caps), "parity_ok": judged,
+            **{figure: _pooled_figure(rows, figure) for figure in ("scaling_efficiency",
+                                                                   "scaling_efficiency_vs_local")},
             "cv": float(np.median(cvs)) if cvs else None,
             "noise": f"{noisy} (the table says how)" if notes else "",  # the headline's; the table's cell, each cap's
             "noise_by_cap": "; ".join(f"cap {cap:g}: {note}" for cap, note in notes)}  # fmt: skip
+
+
+def _pooled_figure(rows: pd.DataFrame, column: str) -> float | None:
+    """A scaling figure of caps of one layout as one row: the geometric mean of the caps' figures, each weighed by
+    its repeats, as the row's step pools their launches (the 25 MiB cap's own figure stood for all: a run page ranked
+    'stock bucket_cap_mb=100 38% … bucket_cap_mb=1 31%' between caps that were one measurement); None where a cap
+    has none."""
+    found = [(float(v), int(n)) for v, n in zip(rows.get(column, []), rows["repeats"], strict=True)
+             if v is not None and not pd.isna(v)]  # fmt: skip
+    if not found or len(found) < len(rows):
+        return None
+    return float(np.exp(sum(n * np.log(v) for v, n in found) / sum(n for _, n in found)))
 
 
 def too_few_text(proof: dict, *, pair: bool = False) -> str:

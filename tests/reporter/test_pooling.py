@@ -740,3 +740,19 @@ def test_the_index_says_given_up_where_the_console_gave_the_verdict_up():
     assert verdict.given_up and not verdict.decided  # what the console said
     assert html.unescape(pages.run_headline(rows, meta)).endswith(f"({pages.GIVEN_UP})")
     assert pages.run_headline(rows).endswith("(leads; too few repeats)")  # a fixed --repeats gives nothing up
+
+
+def test_the_scaling_sentence_ranks_caps_of_one_layout_as_one_row():
+    """A resnet50 page ranked 'stock bucket_cap_mb=100 38% … bucket_cap_mb=1 31%' between caps that made the same
+    buckets, one measurement (the answer table pools them): one row, the caps' figures pooled as their steps are."""
+    one = [[0.13]] * 2
+    rows = run(*(repeats("stock", [ms, ms], world=world, options={"bucket_cap_mb": cap}, bucket_sizes_mb=one,
+                         samples_per_s=[1000 / ms] * 2)
+                 for world, cap, ms in ((1, 1.0, 10.0), (1, 25.0, 10.0), (2, 1.0, 40.0), (2, 25.0, 25.0))),
+               repeats("local", [8.0, 8.0], world=1, samples_per_s=[125.0] * 2),
+               repeats("local", [20.0, 20.0], samples_per_s=[100.0] * 2))  # fmt: skip
+    said = takeaways.scaling(rows, workload="mlp")
+    assert "bucket_cap_mb=" not in said, said
+    # against local: 25/(2·125) at cap 1, 40/(2·125) at cap 25, pooled as the steps are, geometric
+    assert "stock (caps 1, 25 MiB: one bucket layout) 13%" in said, said
+    assert "against their own one-rank step: stock (caps 1, 25 MiB: one bucket layout) 16%" in said, said

@@ -62,7 +62,7 @@ def scaling(configs: pd.DataFrame, *, workload: str, meta: dict | None = None) -
     rank, the own figure alone, named as such. Pooled over repeats, never one repeat's one-rank launch. Where the
     run's ranks shared a CPU's cores (`meta`'s), the most they could keep (cores_bound): a page said 28 % and no
     more, and a reader took it for the model's scaling where 4 ranks on 2 cores keep 50 % at most."""
-    rows = _largest_world(configs, workload=workload)
+    rows = evidence.one_layout_pooled(_largest_world(configs, workload=workload))  # a layout's caps: one row
     rows = rows[rows["world_size"] > 1] if not rows.empty else rows
     figures = ["scaling_efficiency", "scaling_efficiency_vs_local"]
     rows = rows[rows[figures].notna().any(axis=1)] if not rows.empty else rows
