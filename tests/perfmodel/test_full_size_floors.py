@@ -232,7 +232,15 @@ def test_where_the_floors_tie_at_every_cap_ddps_answer_says_so_and_why_its_cap()
     assert "bucket_cap_mb 25 MiB, the cap its floors favour; " in said
     # where the cap changes along the GPU counts, each cap carries its unit (a console read '25 from w8; 10 from w32
     # MiB'), and no cluster's algorithm is named where the rows hold none
-    moved = [frame(16, [110.0, 112.0, 115.0]), frame(64, [120.0, 110.3, 115.0])]
+    moved = [frame(16, [104.0, 112.0, 115.0]), frame(64, [120.0, 110.3, 115.0])]  # 1 MiB more than 4 % ahead
     said = full_size_lead(moved, "the model you will train", backward_ms=50.0)
     assert "bucket_cap_mb 1 MiB from w16; 25 MiB from w64, the cap its floors favour; " in said
     assert "mostly as" not in said
+    # a what-if page moved DDP to 5 MiB at w64 on a lead of 0.67 %, 'the cap its floors favour', and named 25 MiB at
+    # w8 'favoured' behind 1 and 5 MiB's 40.00 ms: the floors keep 25 MiB unless another cap leads by more than the
+    # model can tell (4 %, as the pick for bookings does), and say the lead they set aside
+    caps = {"bucket_cap_mb": [5.0, 25.0, 100.0], "step_ms": 30.0}
+    close = [frame(8, [40.0, 40.17, 40.2]).assign(**caps), frame(64, [40.06, 40.33, 40.5]).assign(**caps)]
+    said = full_size_lead(close, "the model you will train", backward_ms=20.0)
+    assert said.startswith("for the model you will train, by its floors: bucket_cap_mb 25 MiB, within 0.67 % of 5 "
+                           "MiB's, less than the model can tell: 25 MiB is DDP's default; "), said  # fmt: skip

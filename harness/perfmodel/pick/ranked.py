@@ -43,15 +43,25 @@ def floors_in(frame: pd.DataFrame, floor_column: str) -> bool:
     return floor_column in frame and bool(frame[floor_column].notna().any())
 
 
+CAN_TELL = agreement.SMALL_CAP_LEAD
+"""Another cap's ranked figure below DDP's default's by under this fraction is no evidence (the model leaves out
+what each extra collective costs): the floors keep 25 MiB, as the pick for bookings does (a what-if page moved DDP
+to 5 MiB at 64 GPUs on a lead of 0.67 %, 'the cap its floors favour')."""
+
+
 def least_row(frame: pd.DataFrame, values) -> int:
-    """The position in `frame` (one GPU count, a row a cap) where `values` (the ranked figure per row) is least;
-    among caps where it is alike (within ALIKE of the least), the cap the small profile's answer names
-    (agreement.cap_answer), else DDP's default, else the largest. The answer's position where no value is known."""
+    """The position in `frame` (one GPU count, a row a cap) where `values` (the ranked figure per row) is least, or
+    DDP's default's where it is within CAN_TELL of the least; among caps where it is alike (within ALIKE of the
+    least), the cap the small profile's answer names (agreement.cap_answer), else the largest. The answer's position
+    where no value is known."""
     named = agreement.cap_answer(frame["bucket_cap_mb"], frame["step_ms"]).index
     values = np.asarray(values, dtype=float)
     if not np.isfinite(values).any():
         return named
     least = np.nanmin(values)
+    caps = [float(cap) for cap in frame["bucket_cap_mb"]]
+    if DDP_DEFAULT_CAP_MB in caps and values[caps.index(DDP_DEFAULT_CAP_MB)] <= least * (1 + CAN_TELL):
+        return caps.index(DDP_DEFAULT_CAP_MB)
     alike = [k for k, v in enumerate(values) if np.isfinite(v) and v <= least * (1 + ALIKE)]
     if named in alike:
         return named
@@ -87,14 +97,40 @@ def caps_tie(frame: pd.DataFrame) -> bool:
     return len(known) == len(values) > 1 and max(known) <= min(known) * (1 + ALIKE)
 
 
-def floors_cap_words(cap_mb: float, tie: bool) -> str:
+def floors_lead(frame: pd.DataFrame) -> tuple[float, list[float]]:
+    """How far DDP's ranked figure at the cap it is ranked at (`ddp_ranked_row`) is above the least of any cap, as a
+    fraction, and the caps at that least: (0.0, []) where its cap's is the least (within ALIKE)."""
+    values = [
+        ranked_value(s, f, "DDP") for s, f in zip(frame["step_ms"], frame["full_size_step_floor_ms"], strict=True)
+    ]
+    known = [v for v in values if np.isfinite(v)]
+    mine = ranked_value(*ddp_ranked_row(frame)[["step_ms", "full_size_step_floor_ms"]], "DDP")
+    if not known or not np.isfinite(mine) or mine <= min(known) * (1 + ALIKE):
+        return 0.0, []
+    least = min(known)
+    return mine / least - 1, [float(c) for c, v in zip(frame["bucket_cap_mb"], values, strict=True)
+                              if np.isfinite(v) and v <= least * (1 + ALIKE)]  # fmt: skip
+
+
+def floors_cap_words(cap_mb: float, tie: bool, lead: tuple[float, list[float]] = (0.0, [])) -> str:
     """Why DDP is ranked at `cap_mb` by its full-size floors, as the console's answer and the what-if page say it:
-    'the cap its floors favour', or where they tie at every cap (`caps_tie`), which cap `least_row`'s rule took:
-    'its floors tie at every cap, and 25 MiB is DDP's default'."""
+    'the cap its floors favour'; where they tie at every cap (`caps_tie`), which cap `least_row`'s rule took:
+    'its floors tie at every cap, and 25 MiB is DDP's default'; where another cap's is lower by under CAN_TELL
+    (`lead`: floors_lead's), 'within 0.67 % of 5 MiB's, less than the model can tell: 25 MiB is DDP's default'."""
+    share, under = lead
+    if not tie and under:
+        return (f"within {share * 100:.2g} % of {layouts_text(under)} MiB's, less than the model can tell: "
+                f"{cap_mb:g} MiB is DDP's default")  # fmt: skip
     if not tie:
         return "the cap its floors favour"
     whose = "DDP's default" if float(cap_mb) == DDP_DEFAULT_CAP_MB else "the benched model's answer"
     return f"its floors tie at every cap, and {cap_mb:g} MiB is {whose}"
+
+
+def layouts_text(caps: list[float]) -> str:
+    """'5', '1 and 5', '1, 5 and 10': caps as a sentence names them."""
+    named = [f"{cap:g}" for cap in caps]
+    return named[0] if len(named) == 1 else f"{', '.join(named[:-1])} and {named[-1]}"
 
 
 def floors_bind(frame: pd.DataFrame) -> bool:
@@ -124,7 +160,7 @@ def full_size_figures(frame: pd.DataFrame) -> dict:
     return {**{key: ddp[key] for key in frame if key.startswith("full_size_")}, "full_size_cap_mb": ddp.bucket_cap_mb,
             "zero_full_size_step_floor_ms": zero[ZERO_COLUMNS[1]], "zero_full_size_cap_mb": zero.bucket_cap_mb,
             "full_size_least_step_ms": least,
-            "full_size_cap_why": floors_cap_words(ddp.bucket_cap_mb, caps_tie(frame)),
+            "full_size_cap_why": floors_cap_words(ddp.bucket_cap_mb, caps_tie(frame), floors_lead(frame)),
             "full_size_efficiency_at_most": frame["local_step_ms"].iloc[0] / floor}  # fmt: skip
 
 
