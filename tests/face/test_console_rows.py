@@ -290,7 +290,25 @@ def test_predict_on_several_clusters_says_each_on_a_terminal_while_their_lines_a
     each = "".join(f"\r\x1b[Kddpbench predict: predicting on {name}…" for name in ("dgx-a100 (1/2)", "dgx-h100 (2/2)"))
     # and before the first, torch's import (2 to 6 s of silence, said by nothing before): told too
     first = "\r\x1b[Kddpbench predict: importing torch…\r\x1b[K"  # wiped as the next Status stands
+    first += "\r\x1b[Kddpbench predict: reading run cpu_run…\r\x1b[K"  # its rows: 4-5 s of a run's 90 here
     assert screen.getvalue().startswith(f"{first}{each}\r\x1b[Kddpbench: warning: ")  # wiped by the first held line
+
+
+def test_predict_on_one_cluster_says_what_it_reads_and_predicts_before_its_first_line(tmp_path, monkeypatch):
+    """`predict --run … --cluster dgx-a100 --nodes 1,8` ran 45-53 s on a busy CPU, its first line only after reading
+    the run's rows and its memory and checks: a terminal is told each, in place, until the first line."""
+    import shutil
+
+    from harness import cli
+
+    shutil.copytree(DATA / "cpu_run", tmp_path / "cpu_run")
+    screen = Terminal()
+    monkeypatch.setenv("COLUMNS", "200")
+    monkeypatch.setattr(sys, "stderr", screen)
+    assert cli.main(["predict", "--run", "cpu_run", "--results", str(tmp_path), "--cluster", "dgx-a100"]) == 0
+    said = screen.getvalue()
+    for what in ("reading run cpu_run", "predicting on dgx-a100"):
+        assert f"\r\x1b[Kddpbench predict: {what}…\r\x1b[K" in said, repr(said[:400])  # and wiped
 
 
 LOSSY = {"parity_ok": None, "parity_max_abs_diff": 7.6e-06, "parity_tolerance": 1e-05,

@@ -181,8 +181,8 @@ _STANDING: list[Status] = []  # the Status whose line stands or is pending: one 
 
 class Status:
     """A command's transient line on stderr, 'ddpbench CMD: WHAT…', while a long, silent part runs (`report`'s
-    pages, `list`'s and `predict --train-wopt`'s counting on the meta device, `predict --cluster A,B`'s clusters,
-    `bench --dry-run`'s torch import and forecast),
+    pages, `list`'s and `predict --train-wopt`'s counting on the meta device, `predict --run`'s reading of the run and
+    `--cluster`'s each cluster, `bench --dry-run`'s torch import and forecast),
     ended by the next line ddpbench prints (console.BEFORE_NEXT_LINE), whoever prints it, or by its exit. On a
     terminal at once, in place, cut to one row with '…' (a wrapped line outlives the wipe), and wiped then. Off a
     terminal a plain line once a part has lasted QUIET_S, one a silence for each part `within` one thing (a run's

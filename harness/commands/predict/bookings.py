@@ -212,8 +212,9 @@ def predict_each(args: argparse.Namespace, first, profile, caps: list[float], *,
     with console.said_once() if several else contextlib.nullcontext():
         status = Status("predict")  # several: each cluster's lines held till the end, 6 to 14 s of silence first
         for k, name in enumerate(args.clusters):
-            if several:  # on stderr outside console.held, ended by the first line it lets out
-                status.show(f"predicting on {name} ({k + 1}/{len(args.clusters)})")
+            # on stderr outside console.held, ended by the first line it lets out; one cluster too: its memory and
+            # the check against the run's own steps come before its first line (3-8 s on a busy CPU)
+            status.show(f"predicting on {name}" + f" ({k + 1}/{len(args.clusters)})" * several)
             asked = each_cluster.with_each(copy.copy(_with_nodes_of(args, name)), name)  # each cluster from the
             asked.cluster = name  # flags as given (its own --nodes, batch, step where named): an end's step set on them
             chosen = first if k == 0 and first is not None else cluster.cluster_from_args(asked)
