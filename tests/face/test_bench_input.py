@@ -212,7 +212,14 @@ def test_collectives_warns_when_its_ranks_outnumber_the_cores(capsys, monkeypatc
         (["predict", "--workload", "mlp,gpt2", "--busbw", "9GB/s"], "predict profiles one workload; give one of them"),
     ],
 )  # fmt: skip
-def test_a_bad_list_or_number_of_predict_and_collectives_is_refused_in_one_line(capsys, tmp_path, args, said):
+def test_a_bad_list_or_number_of_predict_and_collectives_is_refused_in_one_line(capsys, tmp_path, monkeypatch, args,
+                                                                               said):  # fmt: skip
+    from harness.commands.predict import gradient_profile
+
+    def profiled(*_, **__):  # `--nodes 100000` was refused after a profile's steps (a busy machine's warning first)
+        raise AssertionError("a profile measured before the input was checked")
+
+    monkeypatch.setattr(gradient_profile, "_measure_profile", profiled)
     assert cli.main([arg.format(tmp=tmp_path) for arg in args]) == 2
     err = capsys.readouterr().err
     assert said in err and len(err.strip().splitlines()) == 1 and not (tmp_path / "results").exists()

@@ -34,7 +34,7 @@ def is_collective_table(args: argparse.Namespace) -> bool:
 
 def check_flags(args: argparse.Namespace) -> None:
     """Everything refusable is refused before anything is measured, printed or written."""
-    from harness.config.units import parse_counts, parse_size_range
+    from harness.config.units import parse_size_range
     from harness.perfmodel.clusters.nccl import COLLECTIVES
 
     if args.out:
@@ -60,7 +60,7 @@ def check_flags(args: argparse.Namespace) -> None:
     if args.sizes:
         parse_size_range(args.sizes)
     if args.nodes and "=" not in args.nodes:  # each cluster's own counts: read with the clusters (bookings)
-        console.note_repeated("--nodes", args.nodes, parse_counts(args.nodes, flag="--nodes"))
+        console.note_repeated("--nodes", args.nodes, node_counts(args))  # its bound too: before any profile
 
 
 def node_counts(args: argparse.Namespace) -> list[int]:
