@@ -31,13 +31,15 @@ def input_text(workload, *, positions: bool = True) -> str:
     return ""
 
 
-def bench_smaller(name: str, options: dict, *, yours: bool) -> tuple[str, str | None]:
+def bench_smaller(name: str, options: dict, *, yours: bool, optimizer: str | None = None) -> tuple[str, str | None]:
     """How to bench a model whose full size outgrows this machine: the bench command, at a size that fits and steps
     briefly here, then the predict that counts the one to train from its run (None where no command was found). A
     zoo's or registered model at the largest size that does, its own batch and sequence, the options given to `list`
     (but task) left to predict --train-wopt; a file of yours (--size scales nothing) with its whole-number options
     halved until it does. A user's 1.1B config.json was told "bench it at --size small", with no command, and benched
-    it at the sequence it trains at, 2048: 12 minutes, its first configuration unfinished."""
+    it at the sequence it trains at, 2048: 12 minutes, its first configuration unfinished. The optimizer you train
+    with, where known (predict's), is on the bench's line, else one to choose (an Adam user copying it got SGD's
+    memory, and predict counts the run's optimizer)."""
     from harness.commands.console.invoked import ddpbench_command
 
     if yours:
@@ -55,9 +57,10 @@ def bench_smaller(name: str, options: dict, *, yours: bool) -> tuple[str, str | 
     wopts = "".join(f" --wopt {key}={value}" for key, value in kept.items())
     trains = "".join(f" --train-wopt {key}={value}" for key, value in train.items())
     seq = "seq_len" not in train and _takes(name, "seq_len", getattr(workload, "seq", None))
+    chosen = f" --optimizer {optimizer}" if optimizer and optimizer != "sgd" else "" if optimizer else ADAM_TOO
     bench = (f" ({human_count(parameter_count(name, size, kept))} parameters{input_text(workload)}): {program} "
              f"bench --workloads {name}{'' if yours else f' --size {size}'}{wopts} --batch-size "
-             f"{workload.default_batch_size()}")  # fmt: skip
+             f"{workload.default_batch_size()}{chosen}")  # fmt: skip
     predict = f"{program} predict --run RUN --cluster dgx-h100{trains}" + (" --train-wopt seq_len=N" if seq else "")
     return bench, (f"{predict} predicts the model you train" + (", at the sequence N you train at," if seq else "")
                    + " from that run (docs/your-model.md)")  # fmt: skip
@@ -75,6 +78,9 @@ def _takes(name: str, key: str, value) -> bool:
         return False
     return isinstance(value, int)
 
+
+ADAM_TOO = ", with --optimizer adam or adamw where you train with it (predict counts the run's optimizer)"
+"""After list's bench command, the optimizer unknown: an Adam user copying it got SGD's memory."""
 
 SHORT_PARAMETERS = 20e6
 """The most parameters a model benched smaller has: a zoo's --size small (4 to 7M) steps in about a second on a CPU
@@ -101,7 +107,16 @@ def _halved_to_fit(name: str, options: dict, *, most: int = 10) -> dict | None:
     return None
 
 
-def too_large_here(name: str, size: str, options: dict) -> str:
+def too_large_here(
+    name: str,
+    size: str,
+    options: dict,
+    *,
+    batch: int | None = None,
+    optimizer: str = "sgd",
+    ranks: int | None = None,
+    many: bool = True,
+) -> str:
     """'a DDP rank holds about 31.2 GiB of parameters, … at batch 8, sequence 1024, fp32, SGD (bench's defaults),
     more than the 18.2 GiB this machine has available for 2 ranks' where `bench --workloads NAME` (its default batch,
     fp32, SGD: said, as a 1.3B model's 47 GiB read as what training it takes, AdamW's 10 GiB more unsaid) would
@@ -110,7 +125,8 @@ def too_large_here(name: str, size: str, options: dict) -> str:
     than SHORT_PARAMETERS, list's own limit (bench --dry-run says how long its steps take); '' where it fits or
     cannot be counted. Memory is judged first: a 40B model was told only its count, never that no rank could hold
     it. A user's 350M file was listed with 'bench it', whose dry run said its ranks would be killed: list counted
-    16 B a parameter against the host's total memory."""
+    16 B a parameter against the host's total memory. `batch`, `optimizer` and `ranks` judge another setup than
+    bench's defaults (predict's profile: one process, its batch and optimizer), `many` False its memory alone."""
     import torch
 
     import workloads
@@ -118,26 +134,27 @@ def too_large_here(name: str, size: str, options: dict) -> str:
     from harness.measure import meta_counts
 
     count, gpu = parameter_count(name, size, options), torch.cuda.is_available()
-    many = not gpu and not isinstance(count, str) and count > SHORT_PARAMETERS
+    many = many and not gpu and not isinstance(count, str) and count > SHORT_PARAMETERS
     many_words = (f"{human_count(count)} parameters, more than the {human_count(SHORT_PARAMETERS)} list benches on "
                   "a CPU (bench --dry-run says how long)") if many else ""  # fmt: skip
     workload = workloads.create(name, size=size, options=options)
-    batch = workload.default_batch_size()
+    batch = batch or workload.default_batch_size()
     counts = meta_counts.counts(name, size, options, batch_size=batch, dtype="fp32")
     if gpu:
-        memory, ranks, where = torch.cuda.get_device_properties(0).total_memory, 1, "this machine's GPU has"
+        memory, ranks, where = torch.cuda.get_device_properties(0).total_memory, ranks or 1, "this machine's GPU has"
     else:
-        memory, ranks, where = available_bytes(), 2, "this machine has available"
+        memory, ranks, where = available_bytes(), ranks or 2, "this machine has available"
     if counts is None or memory is None:
         return many_words
-    rank, parts = ddp_rank_bytes(counts, "sgd")
+    rank, parts = ddp_rank_bytes(counts, optimizer)
     if rank * ranks <= memory:
         return many_words
     for_ranks = f" for {ranks} ranks" if ranks > 1 else ""
-    defaults = "" if gpu else " (bench's defaults)"  # on a GPU its --dtype auto computes in bf16
+    defaults = "" if gpu or optimizer != "sgd" else " (bench's defaults)"  # on a GPU its --dtype auto computes in bf16
+    named = {"sgd": "SGD", "adam": "Adam", "adamw": "AdamW"}.get(optimizer, optimizer)
     return (f"a DDP rank holds about {human_bytes(rank)} of {', '.join(parts[:-1])} and {parts[-1]} at batch {batch}"
-            f"{input_text(workload, positions=False)}, fp32, SGD{defaults}, more than the {human_bytes(memory)} {where}"
-            f"{for_ranks}")  # fmt: skip
+            f"{input_text(workload, positions=False)}, fp32, {named}{defaults}, more than the {human_bytes(memory)} "
+            f"{where}{for_ranks}")  # fmt: skip
 
 
 def human_bytes(count: float) -> str:

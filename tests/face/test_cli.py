@@ -394,6 +394,10 @@ def test_list_counts_the_gradients_of_the_parameters_that_train_alone(tmp_path, 
     assert said[2].startswith("  --wopt")  # one line: a file of yours is built as written, whatever --size
 
 
+ADAM = ", with --optimizer adam or adamw where you train with it (predict counts the run's optimizer)"
+"""list's bench command for a model too large here: an Adam user copying it got SGD's memory."""
+
+
 def test_list_says_to_bench_smaller_a_model_whose_state_outgrows_this_machine(capsys, monkeypatch):
     """A user's 7B file was listed with 'bench it: … --size full' on a 23 GiB CPU machine (208 GiB of Adam state for
     bench's 2 ranks): beyond what this machine holds, list gives the bench command that fits, and the predict that
@@ -416,7 +420,7 @@ def test_list_says_to_bench_smaller_a_model_whose_state_outgrows_this_machine(ca
         "activations at batch 8, fp32, SGD (bench's defaults), more than the 4.0 MiB this machine has available for 2 "
         "ranks: "
         f"bench it smaller (67.3k parameters): {program} bench --workloads "
-        f"{mine} --wopt width=128 --batch-size 8\n"  # its width halved until it fits (a file of yours: no --size)
+        f"{mine} --wopt width=128 --batch-size 8{ADAM}\n"  # its width halved until it fits (a file of yours: no --size)
         f"  then {program} predict --run RUN --cluster dgx-h100 --train-wopt width=512 predicts the model you train "
         "from that run (docs/your-model.md)\n"
     )
@@ -425,8 +429,9 @@ def test_list_says_to_bench_smaller_a_model_whose_state_outgrows_this_machine(ca
         capsys.readouterr().out
     )
     assert cli.main(["list", "gpt2"]) == 0  # a registered one: --size scales it, to the largest that fits
-    assert f"bench it smaller (34.2k parameters): {program} bench --workloads gpt2 --size tiny --batch-size 4\n" in (
-        capsys.readouterr().out
+    assert (
+        f"bench it smaller (34.2k parameters): {program} bench --workloads gpt2 --size tiny --batch-size 4{ADAM}\n"
+        in (capsys.readouterr().out)
     )
 
 
@@ -451,12 +456,13 @@ def test_list_gives_a_config_too_large_here_the_bench_at_a_size_that_fits_and_th
     assert cli.main(["list", f"hf:{config}"]) == 0
     out = capsys.readouterr().out
     assert (
-        f"{bench}--batch-size 2\n  then {program} predict --run RUN --cluster dgx-h100 --train-wopt seq_len=N " in out
+        f"{bench}--batch-size 2{ADAM}\n  then {program} predict --run RUN --cluster dgx-h100 --train-wopt seq_len=N "
+        in out
     )
     assert out.endswith("predicts the model you train, at the sequence N you train at, from that run "
                         "(docs/your-model.md)\n")  # fmt: skip
     assert cli.main(["list", f"hf:{config}", "--wopt", "seq_len=2048", "--wopt", "task=causal_lm"]) == 0
     assert (
-        f"{bench}--wopt task=causal_lm --batch-size 2\n  then {program} predict --run RUN --cluster dgx-h100 "
+        f"{bench}--wopt task=causal_lm --batch-size 2{ADAM}\n  then {program} predict --run RUN --cluster dgx-h100 "
         "--train-wopt seq_len=2048 predicts the model you train from that run (docs/your-model.md)\n"
     ) in capsys.readouterr().out

@@ -541,3 +541,30 @@ def test_predict_says_on_a_terminal_what_its_silence_before_the_model_to_train_i
         )
         and said.count("\n") == 1
     )
+
+
+def test_train_wopt_without_a_run_is_refused_before_the_workload_is_imported(capsys, monkeypatch):
+    """'--train-wopt needs --run RUN' came 17 to 33 s in, after the workload given was imported and built."""
+    import workloads
+
+    monkeypatch.setattr(workloads, "resolve", lambda *a, **k: pytest.fail("the workload was imported first"))
+    assert cli.main(["predict", "--workload", "hf:llama", *CLUSTER, "--train-wopt", "hidden_size=64"]) == 2
+    assert "--train-wopt needs --run RUN" in _one_line_error(capsys)
+
+
+def test_a_workload_too_large_to_profile_here_is_refused_with_the_bench_that_fits(tmp_path, capsys, monkeypatch):
+    """A 1.3B Llama given to `predict --workload … --size full --optimizer adam` was profiled here anyway and killed for
+    memory after 7 minutes, where `list` said its ranks would be: refused at once, with list's bench, in Adam."""
+    import torch
+
+    from harness.commands.console import plan
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(plan, "available_bytes", lambda: 2**25)  # a 32 MiB machine
+    flags = ["--workload", "gpt2", "--size", "small", "--optimizer", "adam", "--results", str(tmp_path)]
+    assert cli.main(["predict", *flags, *CLUSTER, "--local-step-ms", "100"]) == 2
+    said = _one_line_error(capsys)
+    assert "--workload gpt2 --size small: profiling it here would be killed for memory: a DDP rank holds " in said
+    assert "Adam's moments" in said and "more than the 32.0 MiB this machine has available; bench it smaller (" in said
+    assert "--size tiny --batch-size 4 --optimizer adam, then " in said and "predict --run RUN" in said
+    assert _files(tmp_path) == []  # nothing written

@@ -52,6 +52,8 @@ def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
     each_cluster.split(args)  # each cluster's --batch-size/--local-step-ms: the first's read until the clusters are
     cluster.check_flags(args)
     full_size.check_train_wopt(args.train_wopt)
+    if args.train_wopt and not args.run:  # before torch's and the workload's imports (17 to 33 s)
+        raise ConfigError("--train-wopt needs --run RUN: it changes the workload options of that run's model")
     inputs.check_page(args)
     typed = args.cluster
     args.clusters = bookings.cluster_names(args)  # each refused here, where it is not one
@@ -125,8 +127,6 @@ def _on_cluster(args: argparse.Namespace, caps, *, device) -> int:
         Status("predict").show(f"reading run {run_dir.name}", checked=False)  # --train-wopt is checked after
     matched = _run_setups(run_dir, args, device=device) if run_dir is not None else [_fresh_setup(args, device)]
     setup = matched[0]
-    if args.train_wopt and run_dir is None:
-        raise ConfigError("--train-wopt needs --run RUN: it changes the workload options of that run's model")
     train = full_size.train_options(args.train_wopt, store.read_configs(run_dir), setup) if run_dir else None
     args.train_options = train  # the model you will train: its memory and floors, as the page counts them too
     configs = None
@@ -348,4 +348,18 @@ def _fresh_setup(args: argparse.Namespace, device) -> dict:
     size = size if size != "auto" else ("full" if device.type == "cuda" else "small")
     batch = args.batch_size or source.create(size=size, options={}).default_batch_size()
     optimizer = args.optimizer or "sgd"
+    _refuse_too_large(source.spec, size, batch=batch, optimizer=optimizer)
     return {"workload": source.spec, "size": size, "batch_size": batch, "dtype": "fp32", "optimizer": optimizer}
+
+
+def _refuse_too_large(spec: str, size: str, *, batch: int, optimizer: str) -> None:
+    """Refused where profiling `spec` here (one process, its batch and optimizer) would outgrow this machine's memory,
+    with `list`'s path: bench it smaller, then predict --run --train-wopt. A 1.3B Llama was profiled here anyway and
+    killed for memory after 7 minutes, where `list` and `bench --dry-run` said its ranks would be."""
+    from harness.commands.fits_here import bench_smaller, too_large_here
+    from harness.commands.info import _yours
+
+    if too_large := too_large_here(spec, size, {}, batch=batch, optimizer=optimizer, ranks=1, many=False):
+        how, then = bench_smaller(spec, {}, yours=_yours(spec), optimizer=optimizer)
+        raise ConfigError(f"--workload {spec} --size {size}: profiling it here would be killed for memory: "
+                          f"{too_large}; bench it smaller{how}" + (f", then {then}" if then else ""))  # fmt: skip
