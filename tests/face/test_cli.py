@@ -466,3 +466,20 @@ def test_list_gives_a_config_too_large_here_the_bench_at_a_size_that_fits_and_th
         f"{bench}--wopt task=causal_lm --batch-size 2{ADAM}\n  then {program} predict --run RUN --cluster dgx-h100 "
         "--train-wopt seq_len=2048 predicts the model you train from that run (docs/your-model.md)\n"
     ) in capsys.readouterr().out
+
+
+def test_the_model_sizes_the_docs_quote_are_what_list_counts():
+    """docs/your-model.md called `list hf:llama --wopt hidden_size=2048 --wopt num_hidden_layers=24` a 1.3B Llama;
+    list counts 2.2B (intermediate_size stays llama's 11008): every such example is read through list's count."""
+    import re
+
+    from harness.commands.fits_here import human_count, parameter_count
+
+    docs = Path(__file__).resolve().parents[2] / "docs"
+    quoted = re.compile(r"`ddpbench list\s+(\S+)((?:\s+--wopt\s+\S+)*)` is an? ([0-9.]+[kMB]) ")
+    examples = [m.groups() for doc in docs.rglob("*.md") for m in quoted.finditer(doc.read_text())]
+    assert examples  # the pattern still finds the docs' examples
+    for spec, wopts, size in examples:
+        options = dict(pair.split("=") for pair in wopts.split("--wopt") if pair.strip())
+        options = {key.strip(): int(value) for key, value in options.items()}
+        assert human_count(parameter_count(spec, "full", options)) == size, (spec, wopts)
