@@ -11,7 +11,7 @@ from __future__ import annotations
 import pandas as pd
 
 from harness.analysis import roles
-from harness.perfmodel.memory import COUNT_BELOW_PEAK, largest_batch, mib_text, need_mb, unrecorded
+from harness.perfmodel.memory import COUNT_BELOW_PEAK, fit_phrase, largest_batch, mib_text, need_mb, unrecorded
 
 
 def activation_words(rows: pd.DataFrame, *, holds: str = "", totals: bool = True) -> str:
@@ -181,3 +181,17 @@ def batch_words(state: pd.DataFrame, capacity_gib: float) -> str:
     ranked = sorted(batches, reverse=True)  # none: ''
     others = "".join(f", {s} at {b}" for b, s in ranked[1:])
     return f"at batch {ranked[0][0]} a rank or fewer {ranked[0][1]} would fit{others}" if ranked else ""
+
+
+def fit_words(state: pd.DataFrame, capacity_gib: float) -> str:
+    """Whether each strategy's need at its step's peak (`need_mb`) fits in a GPU of `capacity_gib`, at the world
+    sizes of `state` (state_per_rank's, labelled): 'stock does not fit (177 GiB a rank at the least); zero fits from
+    w64 (72.8 of 79.11 GiB a rank there: 6.31 GiB left for …); fsdp fits at w8, not at w64 (91 GiB a rank there)'.
+    '' without a capacity or counted activations (the state alone would pass a model whose activations do not fit);
+    a strategy without them (another compute dtype, uncounted) is left out."""
+    state = state[state["activation_mb"].notna()] if "activation_mb" in state else state.iloc[:0]
+    if not capacity_gib or state.empty:
+        return ""
+    said = [f"{name} {fit_phrase(rows, capacity_gib)}" for name, rows in state.sort_values("world_size").groupby(
+        "strategy", sort=False)]  # fmt: skip
+    return "; ".join([*said, *filter(None, [unrecorded(state)])])

@@ -129,13 +129,16 @@ def test_which_strategy_fits_in_the_clusters_gpus_state_and_activations_together
     big = RUN.assign(**{c: RUN[c] * 400 for c in memory.HELD}, activation_mb=1024.0)
     state = memory.state_per_rank(big, [8, 64, 512]).query("world_size >= 8")
     state = state.assign(strategy=state["impl"])
-    words = memory.fit_words(state, 80)
-    assert "stock does not fit (177 GiB a rank at the least)" in words
+    words = memory_words.fit_words(state, 80)
+    assert "stock does not fit (177 GiB a rank)" in words
     assert (
         "zero fits from w64 (72.8 of 80 GiB a rank there: 7.22 GiB left for" in words
         and "fsdp fits (22.1 of 80 GiB a rank at most, at w8: 57.9 GiB left for" in words
     )
-    assert memory.fit_words(state, 0.0) == "" and memory.fit_words(state.assign(activation_mb=float("nan")), 80) == ""
+    assert (
+        memory_words.fit_words(state, 0.0) == ""
+        and memory_words.fit_words(state.assign(activation_mb=float("nan")), 80) == ""
+    )
 
 
 def test_where_nothing_fits_the_batch_a_rank_at_which_each_would_is_said():
@@ -149,7 +152,7 @@ def test_where_nothing_fits_the_batch_a_rank_at_which_each_would_is_said():
     assert list(memory.largest_batch(rows, 80)) == [3, 4, 0]  # zero: its state alone leaves no room for a step
     need = memory.need_mb(rows.assign(activation_mb=7.5 * 1024 * 4)).iloc[1]
     assert need <= 80 * 1024 < memory.need_mb(rows.assign(activation_mb=7.5 * 1024 * 5)).iloc[1]
-    said = memory.fit_words(rows, 80)
+    said = memory_words.fit_words(rows, 80)
     assert said.startswith("stock does not fit (105 GiB a rank at the least; at batch 4 a rank or fewer it would, at "
                            "w64); zero does not fit (")  # fmt: skip
     assert memory_words.batch_words(rows[rows["world_size"] == 64], 80) == "at batch 4 a rank or fewer stock would fit"
@@ -165,7 +168,7 @@ def test_a_need_that_grows_with_the_gpus_and_a_strategy_in_another_dtype_are_sai
     FSDP computing in bf16 given the fp32 forward's activations."""
     rows = pd.DataFrame({"strategy": ["odd"] * 3, "world_size": [8, 64, 512], "total_mb": [70e3, 72e3, 92e3],
                          "activation_mb": [1024.0] * 3})  # fmt: skip
-    assert memory.fit_words(rows, 80) == "odd fits at w8, w64, not at w512 (90.8 GiB a rank at w512)"
+    assert memory_words.fit_words(rows, 80) == "odd fits at w8, w64, not at w512 (90.8 GiB a rank at w512)"
     mixed = RUN.assign(activation_mb=64.0)
     mixed.loc[mixed["impl"] == "fsdp", "impl_options"] = '{"param_dtype": "bf16"}'
     state = memory.state_per_rank(mixed, [8]).query("world_size == 8")
@@ -173,7 +176,7 @@ def test_a_need_that_grows_with_the_gpus_and_a_strategy_in_another_dtype_are_sai
     said = activation_words(state)
     assert "every strategy alike but fsdp, which computes in bf16 (not counted)" in said
     assert "fsdp" not in said.split("at the step's peak")[0].split("at any GPU count:")[1]  # no total for it
-    assert "fsdp" not in memory.fit_words(state, 80) and "stock fits" in memory.fit_words(state, 80)
+    assert "fsdp" not in memory_words.fit_words(state, 80) and "stock fits" in memory_words.fit_words(state, 80)
     # counted in its own dtype (predict counts it on the meta device): its own activations, said and fitted
     counted = memory.state_per_rank(mixed.assign(compute_activation_mb=30.0, compute_activation_top="Linear 60%"), [8])
     counted = counted.query("world_size == 8").assign(strategy=lambda f: f["impl"])
@@ -182,7 +185,7 @@ def test_a_need_that_grows_with_the_gpus_and_a_strategy_in_another_dtype_are_sai
     said = activation_words(counted)
     assert "keeps 64 MiB of activations for backward at" in said and " in fp32" in said  # the run's dtype leads
     assert "every strategy alike but fsdp, which computes in bf16: 30 MiB at any GPU count" in said
-    assert "fsdp fits" in memory.fit_words(counted, 80)
+    assert "fsdp fits" in memory_words.fit_words(counted, 80)
 
 
 def test_one_process_over_a_nodes_gpus_stays_at_the_world_sizes_run_and_its_first_gpu_is_not_counted():
@@ -199,7 +202,7 @@ def test_one_process_over_a_nodes_gpus_stays_at_the_world_sizes_run_and_its_firs
     assert "every strategy alike but dataparallel, whose first GPU also gathers every replica's outputs" in (
         activation_words(at2)
     )
-    assert "dataparallel" not in memory.fit_words(at2, 80)
+    assert "dataparallel" not in memory_words.fit_words(at2, 80)
 
 
 def test_the_gradient_buckets_kept_beside_the_gradients_count_at_every_gpu_count():
@@ -223,17 +226,17 @@ def test_the_gradient_buckets_kept_beside_the_gradients_count_at_every_gpu_count
     assert state.loc[("fsdp", "{}", 8), "buckets_mb"] == 0
     assert memory.need_mb(state).loc[("stock", "{}", 8)] == pytest.approx(361.84 + 90.46 + 90.46)
     plain = state.reset_index().query("impl_options == '{}'").assign(strategy=lambda f: f["impl"])
-    assert "stock does not fit (543 MiB a rank at the least)" in memory.fit_words(plain, 0.5)
+    assert "stock does not fit (543 MiB a rank)" in memory_words.fit_words(plain, 0.5)
     assert (
         "stock fits (452 MiB of 0.5 GiB a rank at most: 59.7 MiB left for buffers, the CUDA context"
-        in memory.fit_words(plain.assign(buckets_mb=0.0, step_buckets_mb=0.0), 0.5)
+        in memory_words.fit_words(plain.assign(buckets_mb=0.0, step_buckets_mb=0.0), 0.5)
     )
     said = activation_words(plain[plain["world_size"] == 8])
     assert "stock 543 MiB" in said and "at the step's peak (its state and the larger of backward's part and " in said
     assert "; the gradient buckets kept beside the gradients, stock 90.5 MiB; buckets not recorded for zero" in said
     unlaid = memory.state_per_rank(run.assign(bucket_sizes_mb=None), [8]).assign(strategy=lambda f: f["impl"])
     assert unlaid.query("impl == 'stock' and impl_options == '{}'")["buckets_mb"].isna().all()
-    assert memory.fit_words(unlaid, 0.5).endswith(
+    assert memory_words.fit_words(unlaid, 0.5).endswith(
         "buckets for stock, zero not recorded (a run from before ddpbench recorded them): counted as none"
     )
 
@@ -261,7 +264,7 @@ def test_fsdp_holds_the_roots_and_the_largest_blocks_parameters_and_gradients_wh
     assert "the parameters and gradients held whole at the peak, fsdp{} 68 MiB, fsdp" in activation_words(rows)
     old = memory.state_per_rank(run.assign(activation_mb=10.0), [8]).assign(strategy=lambda f: f["impl"])
     assert old.query("impl == 'fsdp'")["unsharded_mb"].isna().all()
-    assert "unsharded parameters and gradients for fsdp not recorded" in memory.fit_words(old, 80)
+    assert "unsharded parameters and gradients for fsdp not recorded" in memory_words.fit_words(old, 80)
 
 
 def test_fsdp_in_bf16_holds_its_gathered_parameters_and_gradients_at_half_the_masters_size():
@@ -562,3 +565,22 @@ def test_a_knob_sweeps_variants_split_across_memory_rows_are_named_by_the_option
         "stock gradient_as_bucket_view=False ×2: stock, stock comm_hook=fp16; stock gradient_as_bucket_view=True ×2: "
         "stock gradient_as_bucket_view=True, stock comm_hook=fp16 gradient_as_bucket_view=True"
     ]
+
+
+def test_a_miss_within_the_counts_error_is_said_narrow_and_a_need_alike_at_every_count_names_none():
+    """A 1.3B Llama's stock read 'does not fit (39.9 GiB a rank at the least; at batch 1 a rank or fewer it would, at
+    w8)' against 39.39 GiB: 1.3 % over, within the 7 % the count has read above a measured peak, and the same need at
+    every GPU count, so neither 'at the least' nor 'at w8' bounded anything."""
+    rows = pd.DataFrame({"strategy": ["stock"] * 2, "world_size": [8, 32], "total_mb": [20 * 1024.0] * 2,
+                         "activation_mb": [14.9 * 1024] * 2, "activation_sample_added_mb": [6.24 * 1024] * 2,
+                         "batch_size": [2] * 2, "buckets_mb": [5.01 * 1024] * 2,
+                         "held_grad_mb": [5.01 * 1024] * 2})  # fmt: skip
+    need = memory.need_mb(rows).iloc[0] / 1024
+    assert 39.39 < need < 39.39 * 1.07
+    assert memory_words.fit_words(rows, 39.39) == (
+        f"stock does not fit, narrowly ({need:.3g} GiB a rank, {need / 39.39 - 1:.1%} over 39.39 GiB: within the "
+        "count's error, a GPU run decides; at batch 1 a rank or fewer it would)"
+    )
+    assert memory_words.fit_words(rows, 30) == f"stock does not fit ({need:.3g} GiB a rank)"  # far over: no 'narrowly'
+    light = rows.assign(held_grad_mb=10 * 1024.0)  # gradients outweigh half the activations: the count was the peak
+    assert memory_words.fit_words(light, 39.39).startswith(f"stock does not fit ({need:.3g} GiB a rank; at batch 1")

@@ -197,7 +197,7 @@ def choose(state: pd.DataFrame, frames: list[pd.DataFrame], capacity_gib: float,
            errors: dict[str, list[float]] | None = None) -> list[Choice]:  # fmt: skip
     """Per cluster frame (one GPU count each, with ZeRO-1's and FSDP2's columns), the choice among the strategies whose
     parity did not fail in the run (pick.parity); [] without a GPU memory or without counted activations
-    (memory.fit_words says nothing then either). `errors`: each step model's error on the run's own steps, which
+    (memory_words.fit_words says nothing then either). `errors`: each step model's error on the run's own steps, which
     widens what is too close to call between two models (`model_apart`)."""
     everything, state = state, parity.passed(state)  # one that failed parity is no booking (said: unchosen_words)
     if not capacity_gib or state.empty or state["activation_mb"].isna().all():

@@ -14,8 +14,8 @@ from harness.analysis.verdicts.compare import setup_words
 from harness.perfmodel.clusters.cluster import Cluster
 from harness.perfmodel.clusters.published import cap_caveats, checked_table
 from harness.perfmodel.measured import of_setup
-from harness.perfmodel.memory import fit_words, mib_text, need_mb, room_words, state_per_rank, unrecorded
-from harness.perfmodel.memory_words import activation_words
+from harness.perfmodel.memory import mib_text, need_mb, room_words, state_per_rank, unrecorded
+from harness.perfmodel.memory_words import activation_words, fit_words
 from harness.perfmodel.pick import parity, ranked
 from harness.perfmodel.pick.choice_table import chosen, table_header, table_rows, tokens_a_step
 from harness.perfmodel.pick.words import choice_words
@@ -169,7 +169,7 @@ def _with_activations(most: pd.DataFrame, world: int) -> str:
 
 def _fits(group: pd.DataFrame, cluster: Cluster, worlds: list[int]) -> str:
     """' In a GPU of 80 GiB (dgx-h100), before …: stock fits (…); fsdp fits from w64 (…).' where the profile gives
-    its GPUs' memory and the run counted activations (memory.fit_words); '' else."""
+    its GPUs' memory and the run counted activations (memory_words.fit_words); '' else."""
     shown = group[group["world_size"].isin(worlds)]
     words = fit_words(shown, cluster.gpu_memory_gib)
     if not words:
