@@ -215,15 +215,17 @@ def gpu_step_dtype(run_dtype: str, *, device: str, requested: str | None, gpu: s
 
 
 def step_bounds(step_ms: float, *, measured_on: str, target: str, dtype: str, tf32: bool,
-                optimizer_ms: float | None = None, target_dtype: str | None = None) -> StepBounds:  # fmt: skip
+                optimizer_ms: float | None = None, target_dtype: str | None = None,
+                target_gbps: float | None = None) -> StepBounds:  # fmt: skip
     """`step_ms` measured on `measured_on` (a device name, as the tables match it) in `dtype`, on `target` (a cluster
     profile's description) in `target_dtype` (default: `dtype`; another where the target GPU trains otherwise, a V100
-    without bf16): between its compute-bound and memory-bound steps. An optimizer part given is memory-bound at both
+    without bf16; `target_gbps`: its memory bandwidth where the profile gives it): between its compute-bound and
+    memory-bound steps. An optimizer part given is memory-bound at both
     ends, so the compute-bound step scales the rest alone. ConfigError where a figure is not known."""
     figures = {}
-    for role, gpu, in_dtype in (("--local-step-gpu's", measured_on, dtype), ("the cluster's", target,
-                                                                             target_dtype or dtype)):  # fmt: skip
-        peak, gbps = peak_tflops(gpu, in_dtype, tf32=tf32), memory_gbps(gpu)
+    for role, gpu, in_dtype, given in (("--local-step-gpu's", measured_on, dtype, None),
+                                       ("the cluster's", target, target_dtype or dtype, target_gbps)):  # fmt: skip
+        peak, gbps = peak_tflops(gpu, in_dtype, tf32=tf32), given or memory_gbps(gpu)
         if peak is None or gbps is None:
             missing = f"dense {peak_dtype(in_dtype, tf32=tf32)} peak" if peak is None else "memory bandwidth"
             raise ConfigError(f"--local-step-gpu: {role} GPU ({gpu}) has no {missing} in ddpbench's datasheet tables, "

@@ -319,3 +319,24 @@ def test_a_built_in_gpus_memory_is_what_a_process_can_use_as_published():
         profile = cluster.load(name)
         assert 0 < profile.gpu_memory_gib < gb, name
         assert f"{profile.gpu_memory_gib:g} GiB" in profile.sources["gpu_memory_gib"], name
+
+
+def test_a_gpus_memory_and_bandwidth_are_the_profiles_own_fields_and_40_gb_a100s_are_built_in(tmp_path):
+    """A team with 40 GB A100s had only a copy of dgx-a100 to say so, and its GPU's bandwidth was read from the
+    description's prose: a copy changing gpu_memory_gib kept the 80 GB board's 2,039 GB/s. dgx-a100-40gb ships;
+    the bandwidth is a field (`gpu_memory_gbps`), and a file from before it is read from its description as before."""
+    from harness.config.precision import step_bounds
+
+    forty, eighty = cluster.load("dgx-a100-40gb"), cluster.load("dgx-a100")
+    assert (forty.gpu_memory_gib, forty.memory_gbps, eighty.memory_gbps) == (39.39, 1555.0, 2039.0)
+    assert cluster.unsourced(forty) == []
+    old = "\n".join(line for line in (cluster.BUILTIN_FOLDER / "dgx-a100.toml").read_text().splitlines()
+                    if not line.startswith("gpu_memory_gbps"))  # fmt: skip
+    (tmp_path / "old.toml").write_text(old)
+    assert cluster.load(str(tmp_path / "old.toml")).memory_gbps == 2039.0  # the description's "A100 SXM4 80GB"
+    said = cluster.load(str(tmp_path / "old.toml")).description.replace("80GB", "40GB")
+    mine = dataclasses.replace(eighty, description=said, gpu_memory_gbps=0.0)
+    assert mine.memory_gbps == 1555.0 and dataclasses.replace(mine, gpu_memory_gbps=1000.0).memory_gbps == 1000.0
+    bounds = step_bounds(100.0, measured_on="A100 SXM4 80GB", target=eighty.description, dtype="bf16", tf32=False,
+                         target_gbps=forty.memory_gbps)  # fmt: skip
+    assert bounds.memory_ratio == pytest.approx(2039 / 1555)  # the field given, not the description's 80 GB board

@@ -181,12 +181,12 @@ def _refuse_one_step_for_several_gpus(args: argparse.Namespace, loaded: list) ->
     figures differ (an A100's and an H100's), since one step timed on one GPU taken as both would tie them (it did:
     'dgx-a100 × 16 GPUs or dgx-h100 × 16 GPUs (tied)' for a step timed on an A100). GPUs the tables do not know
     (a profile of your own) cannot be told apart, and pass."""
-    from harness.config.precision import GPUS, memory_gbps, peak_tflops
+    from harness.config.precision import GPUS, peak_tflops
 
     if not args.local_step_ms or getattr(args, "local_step_gpu", None) or getattr(args, "local_step_ms_each", None):
         return  # each cluster's own step given: each its own GPU's
     figures = {(peak_tflops(p.description, "bf16", tf32=False), peak_tflops(p.description, "fp32", tf32=False),
-                memory_gbps(p.description)) for p in loaded}  # fmt: skip
+                p.memory_gbps) for p in loaded}  # fmt: skip
     if len(figures) > 1 and all(None not in figure[1:] for figure in figures):
         raise ConfigError(f"--local-step-ms {args.local_step_ms:g} with --cluster {args.cluster!r}, whose GPUs "
                           "differ: one step cannot be each one's own; name the GPU that timed it, --local-step-gpu "

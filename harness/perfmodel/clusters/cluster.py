@@ -56,6 +56,15 @@ class Cluster:
     fitted_to: str = ""  # a profile fitted to nccl-tests logs: which, and the fit's error (nccltests_fit.fit)
     fitted_nodes: int = 0  # the most nodes those logs measured: beyond, the fitted network is carried on
     gpu_memory_gib: float = 0.0  # what a process can use of one GPU, GiB (its CUDA total; 0: not given)
+    gpu_memory_gbps: float = 0.0  # one GPU's memory bandwidth, GB/s (0: not given, read from the description)
+
+    @property
+    def memory_gbps(self) -> float | None:
+        """One GPU's memory bandwidth, GB/s: `gpu_memory_gbps`, else (a file from before the field) the datasheet's of
+        the GPU its description names; None where neither says. A 40 GB A100's copy of dgx-a100 kept 2,039 GB/s."""
+        from harness.config.precision import memory_gbps
+
+        return self.gpu_memory_gbps or memory_gbps(self.description)
 
     @property
     def has_network(self) -> bool:
@@ -109,7 +118,7 @@ COUNTS = ("gpus_per_node", "intra.nvlinks", "inter.nics")  # whole numbers
 SECTIONS = {"intra": ("fabric", "nvlinks", "link_gbps", "busbw_gbps", "nvls_busbw_gbps"),
             "inter": ("nics", "nic_gbps", "busbw_gbps", "latency_us")}  # fmt: skip
 TOP_LEVEL = ("name", "description", "gpus_per_node", "generation", "cpu", "algorithms", "latency_scale",
-             "fitted_to", "fitted_nodes", "gpu_memory_gib", *SECTIONS, "sources")  # fmt: skip
+             "fitted_to", "fitted_nodes", "gpu_memory_gib", "gpu_memory_gbps", *SECTIONS, "sources")  # fmt: skip
 READ_BY_NOTHING = ("nccl",)
 """Keys an older profile (a built-in's copy, a fit saved before) carries that nothing reads, taken and left: `nccl`,
 a version the tuner's constants never followed (they are NCCL master's, harness/perfmodel/clusters/nccl.py)."""
@@ -234,6 +243,7 @@ def from_mapping(data: dict, *, where: str = "<profile>") -> Cluster:
         fabric=fabric, sources=sources, path=where, latency_scale=_latency_scale(data, where),
         fitted_to=str(data.get("fitted_to", "")), fitted_nodes=_fitted_nodes(data, where),
         gpu_memory_gib=_number(data, "gpu_memory_gib", where) if "gpu_memory_gib" in data else 0.0,
+        gpu_memory_gbps=_number(data, "gpu_memory_gbps", where) if "gpu_memory_gbps" in data else 0.0,
     )  # fmt: skip
 
 
@@ -272,6 +282,8 @@ def to_toml(profile: Cluster) -> str:
              f"latency_scale = {profile.latency_scale!r}"]  # fmt: skip
     if profile.gpu_memory_gib:
         lines.append(f"gpu_memory_gib = {profile.gpu_memory_gib!r}")
+    if profile.gpu_memory_gbps:
+        lines.append(f"gpu_memory_gbps = {profile.gpu_memory_gbps!r}")
     if profile.fitted_to:
         lines += [f"fitted_to = {text(profile.fitted_to)}", f"fitted_nodes = {profile.fitted_nodes}"]
     for section, keys in SECTIONS.items():
@@ -301,6 +313,7 @@ def unsourced(cluster: Cluster) -> list[str]:
         *(("latency_scale",) if cluster.latency_scale != 1.0 else ()),
         *NUMBERS[1:],
         *(("gpu_memory_gib",) if cluster.gpu_memory_gib else ()),
+        *(("gpu_memory_gbps",) if cluster.gpu_memory_gbps else ()),
     )
     return [key for key in keys if not cluster.sources.get(key)]
 

@@ -34,7 +34,7 @@ def local_step_bounds(args, chosen, configs, setup: dict | None, profile=None):
     estimated = optimizer.estimate_on(args, measured_on, setup, configs, profile)
     bounds = step_bounds(args.local_step_ms, measured_on=measured_on, target=chosen.description, dtype=dtype,
                          tf32=_run_tf32(configs), optimizer_ms=args.local_optimizer_ms if estimated is None
-                         else estimated, target_dtype=there)  # fmt: skip
+                         else estimated, target_dtype=there, target_gbps=chosen.memory_gbps)  # fmt: skip
     return dataclasses.replace(bounds, assumed=assumed or assumed_there, optimizer_estimated=estimated is not None)
 
 
@@ -46,7 +46,7 @@ def say_step_bounds(args, chosen, bounds, ends: list[tuple[str | None, float]]) 
     gpu, step, texts = args.local_step_gpu, args.local_step_ms, (GPUS[args.local_step_gpu], chosen.description)
     dtypes = (bounds.peak_dtype, bounds.target_peak_dtype or bounds.peak_dtype)  # already tf32's where it is
     peaks = [peak_tflops(text, dtype, tf32=False) for text, dtype in zip(texts, dtypes, strict=True)]
-    gbps = [memory_gbps(text) for text in texts]
+    gbps = [memory_gbps(texts[0]), chosen.memory_gbps]
     if bounds.same:
         said = (f"--local-step-ms {step:g} was measured on {gpu}, whose datasheet figures are {chosen.name}'s "
                 "GPU's: taken as its step there")  # fmt: skip

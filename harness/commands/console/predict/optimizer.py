@@ -54,7 +54,7 @@ def estimate_local_optimizer(args, chosen, setup: dict | None, configs, profile)
     args.local_optimizer_source = None if args.local_optimizer_ms is None else "given"
     if not args.local_step_ms or args.local_optimizer_ms is not None or setup is None:
         return
-    gbps, optimizer = memory_gbps(chosen.description), setup.get("optimizer") or "sgd"
+    gbps, optimizer = chosen.memory_gbps, setup.get("optimizer") or "sgd"
     parameters = _trained_parameters(args, setup, configs, profile)
     estimate = optimizer_ms(parameters, optimizer, gbps) if gbps else None
     if estimate is None:
