@@ -113,6 +113,14 @@ search for unused parameters and bucket-rebuild checks; gradient_as_bucket_view 
 copy fewer, which the memory per rank counts): what they change on the host no step model here times."""
 
 
+def same_collectives_note(asked: dict) -> str:
+    """What DDP's step model rests on for a row asking options of SAME_COLLECTIVES alone (`asked`: its options beyond
+    its strategy's defaults), which it prices as DDP's; '' for none."""
+    named = " and ".join(sorted(key for key in asked if key != "bucket_cap_mb"))
+    return f"priced as DDP's: {named} leave{'s' * (' and ' not in named)} its buckets and all-reduces as they are, " \
+        "its host work untimed" if named else ""  # fmt: skip
+
+
 def _unmodelled_why(state: pd.DataFrame, labels: list[str]) -> str:
     """' (the step models leave out static_graph: …)': the options of `labels`' rows beyond their strategies' defaults
     that no step model prices (a 2-byte hook's bytes it does: compression.WIRE_BYTES), and where each is one that

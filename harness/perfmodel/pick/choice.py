@@ -15,6 +15,7 @@ import pandas as pd
 
 from harness.analysis import agreement, roles
 from harness.perfmodel.memory import is_tight, need_mb
+from harness.perfmodel.memory_words import SAME_COLLECTIVES, same_collectives_note
 from harness.perfmodel.pick import bounds, parity, ranked
 from harness.perfmodel.pick.compressed import compressed_note, compressed_rows
 
@@ -123,14 +124,21 @@ FLOOR_COLUMNS = {"reference": "full_size_step_floor_ms", "compressed": "compress
 
 def step_rows(state: pd.DataFrame) -> dict[str, np.ndarray]:
     """Which state rows each step model times (STEP_COLUMNS' keys; ZeRO-1's with parameters_as_bucket_view under
-    "optimizer_shard_packed"): the same at every cap, so worked out once for a frame's rows (modelled_step)."""
+    "optimizer_shard_packed"; DDP's with options that leave its collectives as they are, SAME_COLLECTIVES, priced as
+    DDP's: a 1.3B Llama fitted only with gradient_as_bucket_view, which went unpriced and could not be picked): the
+    same at every cap, so worked out once for a frame's rows (modelled_step)."""
     state = roles.with_roles(state)
     plain = _asked(state, {}).to_numpy()  # no option the step models leave out
     zero_one, sharded = (
         roles.sharded_optimizer_over_allreduce(state).to_numpy(),
         roles.shards_parameters(state).to_numpy(),
     )
-    return {"reference": roles.is_reference(state).to_numpy() & plain, "compressed": compressed_rows(state).to_numpy(),
+    same = (
+        roles.beyond_defaults_of(state)
+        .map(lambda asked: all(key in SAME_COLLECTIVES and value is True for key, value in asked.items()))
+        .to_numpy(bool)
+    )
+    return {"reference": roles.is_reference(state).to_numpy() & same, "compressed": compressed_rows(state).to_numpy(),
             "optimizer_shard": zero_one & plain,
             "optimizer_shard_packed": zero_one & _asked(state, {"parameters_as_bucket_view": True}).to_numpy(),
             "parameter_shard": sharded & plain,
@@ -270,7 +278,7 @@ def _ranked_candidates(at: pd.DataFrame, frame: pd.DataFrame, models: pd.Series,
     masks = step_rows(at)
     steps = [modelled_step(at, row, rows=masks) for row in rows]  # per cap, each state row's step and floor
     floors = [modelled_step(at, row, FLOOR_COLUMNS, masks) for row in rows]
-    hooked = compressed_rows(at).to_numpy()
+    hooked, asked = compressed_rows(at).to_numpy(), roles.beyond_defaults_of(at).tolist()
     named = agreement.cap_answer(frame["bucket_cap_mb"], frame["step_ms"]).index
     whose = str(frame["own_cost_whose"].iloc[0]) if "own_cost_whose" in frame else bounds.CPU
     found = []
@@ -281,7 +289,11 @@ def _ranked_candidates(at: pd.DataFrame, frame: pd.DataFrame, models: pd.Series,
         c = _candidate(label, float(n), n <= capacity_gib * 1024, steps[k].iloc[j], floors[k].iloc[j], float(extra),
                        model)  # fmt: skip
         cap = float(rows[k]["bucket_cap_mb"]) if floored and model in ("DDP", "ZeRO-1") else None
-        note = compressed_note(rows[k], full_size=c.profiled_ms is not None) if hooked[j] else ""
+        note = (
+            compressed_note(rows[k], full_size=c.profiled_ms is not None)
+            if hooked[j]
+            else (same_collectives_note(asked[j]) if masks["reference"][j] else "")
+        )
         found.append(dataclasses.replace(c, cap_mb=cap, note=note, tight=is_tight(float(n), capacity_gib),
                                          whose=whose))  # fmt: skip
     return found
