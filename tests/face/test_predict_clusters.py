@@ -178,7 +178,7 @@ def test_the_bookings_are_what_each_clusters_answer_books(small_run, tmp_path, c
     said = capsys.readouterr().out
     table, verdict = _comparison(said)
     # the memory tables' legend and notes, the same on both clusters but for its name: said with the first
-    assert said.count("model state (parameters, gradients, optimizer state) as held at") == 1
+    assert said.count("model state (parameters + gradients + optimizer state, at the most GPUs) as held at") == 1
     above = re.search(
         r"ddpbench predict: memory per rank(?: at|, alike at) w8 / w16 on dgx-h200, as above(.*):\n", said
     )

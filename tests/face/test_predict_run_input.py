@@ -357,7 +357,7 @@ def test_a_gpu_run_predicted_on_its_own_network_says_which_strategy_fits_its_gpu
     lines = out.splitlines()
     at = next(k for k, line in enumerate(lines) if line.startswith("ddpbench predict: memory per rank at "))
     assert lines[at + 1].split("  ")[-1].strip() == "left of 79.6 GiB"
-    assert lines[at + 2].split()[:6] == ["stock", "4", "MiB", "4.5", "MiB", "79.6"]  # 1 + 1 + 2 held, 0.5 of them
+    assert " ".join(lines[at + 2].split()[:8]) == "stock 4 MiB = 1+1+2 4.5 MiB 79.6"  # held: its parts; 0.5 of them
     assert lines[at + 2].endswith("  79.6 GiB")  # what it leaves (nothing kept beside: no such column)
     # what for, once, and the most samples a rank that leave 8 % of the count: 4 MiB held, 0.5 / 8 MiB a sample in
     # 79.6 GiB / 1.08, a million, past twice the batch counted (8): as far as the count's growth was checked

@@ -754,7 +754,7 @@ def test_what_does_not_fit_in_fp32_activations_is_said_in_fp32():
     assert choice_table.table_rows(judged, frames, 80.0)[0][-1] == "stock, zero do not fit (activations in bf16)"
 
 
-def test_what_does_not_fit_names_what_overflows_most_in_each():
+def test_what_does_not_fit_is_said_as_the_sum_it_is_and_where_the_bucket_copy_overflows_so():
     """A recommender's 23.8 GiB embedding at 16 GPUs read 'fsdp, stock, zero do not fit in bf16', nothing of why (and
     'in bf16' of fp32 state): FSDP2 holds 95.4 GiB unsharded, ZeRO-1 47.7 GiB of Adam state whole on one rank (one
     parameter it cannot split), stock its Adam state too. Each is named by the largest thing its rank holds; only the
@@ -769,8 +769,17 @@ def test_what_does_not_fit_names_what_overflows_most_in_each():
     frames = [_frame(16, 5.0, 5.5).assign(fsdp_step_ms=5.4)]
     (row,) = choice_table.table_rows(predictions.labelled(state), frames, 79.11)
     assert row[1] == "none modelled fits" and row[-1] == (
-        "fsdp, stock, zero do not fit (fsdp 95.2 GiB held unsharded, stock 47.6 GiB of optimizer state, zero 47.6 GiB "
-        "of optimizer state whole on one rank; activations in bf16)"
+        "fsdp, stock, zero do not fit (over 79.11 GiB: fsdp 206 GiB = 101 GiB of model state + 10 GiB of activations "
+        "+ 95.2 GiB held unsharded, stock and zero 177 GiB = 143 GiB of model state + 10 GiB of activations + 23.8 GiB "
+        "of gradient buckets; activations in bf16)"
+    )
+    # DDP's bucket copy is what overflows: said, with what gradient_as_bucket_view needs, which fits (a 1.3B Llama's)
+    held = {"held_param_mb": 5 * GIB, "held_grad_mb": 5 * GIB, "held_optimizer_state_mb": 10 * GIB}
+    state = _state([("stock", 8, 20.0)]).assign(activation_mb=14.9 * GIB, buckets_mb=5.01 * GIB, batch_size=2, **held)
+    (row,) = choice_table.table_rows(predictions.labelled(state), [_frame(8, 100.0, 104.0)], 39.39)
+    assert row[-1].endswith(
+        "; stock does not fit (over 39.39 GiB: stock 39.9 GiB = 20 GiB of model state + 14.9 GiB of activations + "
+        "5.01 GiB of gradient buckets; with --opt gradient_as_bucket_view=true 34.9 GiB, which fits, at DDP's step)"
     )
 
 

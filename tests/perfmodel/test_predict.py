@@ -411,10 +411,10 @@ def test_predict_run_on_this_machine_answers_for_zero_and_fsdp_at_the_gpu_count_
     assert ("keeps 481 MiB of activations for backward at 8 samples a rank in bf16 (each further sample adds "
             "0.133 MiB; 480 MiB kept once at any batch: the weights' bf16 copies; ") in said  # fmt: skip
     assert "half the bytes" not in said  # bf16 is no fixed share of fp32's: counted (test_state_per_rank)
-    assert "\n  naive                  2 GiB        2.47 GiB           76.6 GiB\n" in said
+    assert "\n  naive                  2 GiB = 1+1+0  2.47 GiB           76.6 GiB\n" in said
     assert (
-        "\n  flat, stock, bucketed  2 GiB        3.47 GiB  1 GiB    75.6 GiB\n" in said
-    )  # alike: one row; buckets a column
+        "\n  flat, stock, bucketed  2 GiB = 1+1+0  3.47 GiB  1 GiB    75.6 GiB\n" in said
+    )  # alike: one row; buckets a column; the state's parts: parameters, gradients, optimizer state
     assert "not checked against this run's own steps" not in said  # no step to check
     cluster_rows = pd.read_csv(on_cluster)
     assert cluster_rows["fsdp_own_ms"].isna().all()
@@ -550,7 +550,7 @@ def test_the_size_auto_chose_is_said_when_it_is_not_the_whole_model(capsys):
 
     cpu = torch.device("cpu")
     setup = predict_command._fresh_setup(
-        argparse.Namespace(workload="gpt2", size=None, batch_size=None, optimizer=None), cpu
+        argparse.Namespace(workload="gpt2", size=None, batch_size=None, optimizer=None, cluster=None, nodes=None), cpu
     )
     predict_input.say_auto_size(argparse.Namespace(size=None), setup, cpu)
     said = capsys.readouterr().out
@@ -560,7 +560,7 @@ def test_the_size_auto_chose_is_said_when_it_is_not_the_whole_model(capsys):
     # a model of the user's own file, which --size does not scale: no size to recommend (a walkthrough's finding)
     example = str(Path(__file__).resolve().parents[2] / "examples" / "my_workload.py") + ":MyModel"
     own = predict_command._fresh_setup(
-        argparse.Namespace(workload=example, size=None, batch_size=None, optimizer=None), cpu
+        argparse.Namespace(workload=example, size=None, batch_size=None, optimizer=None, cluster=None, nodes=None), cpu
     )
     predict_input.say_auto_size(argparse.Namespace(size=None), own, cpu)
     assert capsys.readouterr().out == ""

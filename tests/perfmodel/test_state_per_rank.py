@@ -61,14 +61,14 @@ def test_predict_prints_each_strategys_model_state_at_the_gpu_counts_asked(capsy
     console_memory.model_state(state, [8, 64])
     said = capsys.readouterr().out
     assert (
-        "memory per rank at w8 / w64: model state (parameters, gradients, optimizer state) as held at 1, 2 ranks"
-        in said
+        "memory per rank at w8 / w64: model state (parameters + gradients + optimizer state, at the most GPUs) as "
+        "held at 1, 2 ranks" in said
     )
     assert said.splitlines()[1:] == [  # smallest first; a figure alike at every GPU count said once, a unit too
-        "         model state",
-        "  fsdp   45.2 / 5.65 MiB",
+        "         model state",  # its parts in one cell: a 1.3B Llama's read 20 GiB, Adam's unsaid
+        "  fsdp   45.2 / 5.65 MiB",  # a total by GPU count: its figures alone, the table kept to the console's width
         "  zero   204 / 184 MiB",
-        "  stock  362 MiB",
+        "  stock  362 MiB = 90.5+90.5+181",
     ]
     assert "forward keeps" not in said  # a run from before activations were counted: not said
     # a table whose every figure is alike at each GPU count says so in its head, not 'at w8 / w64' over one figure
@@ -82,11 +82,11 @@ def test_predict_prints_each_strategys_model_state_at_the_gpu_counts_asked(capsy
         "sample adds 30 MiB; most kept by NewGELUActivation 48%), every strategy alike at any GPU count"
     ) in said
     assert "memory per rank at w8 / w64: " in said and "; peak: the state, backward's or the optimizer's part" in said
-    assert "         model state      peak           optim. temps\n" in said  # a column a kind kept beside at the peak
-    assert "  stock  362 MiB          492 MiB        90.5 MiB\n" in said
+    assert "         model state              peak           optim. temps\n" in said  # a kind kept beside
+    assert "  stock  362 MiB = 90.5+90.5+181  492 MiB        90.5 MiB\n" in said
     # what is kept beside at the peak at each GPU count the header names, as the peak is: a walkthrough read FSDP's
     # temporaries at its most GPUs under a verdict at its fewest; at w8 they are 180.92 / 8 / 2 MiB
-    assert "  fsdp   45.2 / 5.65 MiB  175 / 136 MiB  11.3 / 1.41 MiB\n" in said
+    assert "  fsdp   45.2 / 5.65 MiB          175 / 136 MiB  11.3 / 1.41 MiB\n" in said
     assert "unsharded:" not in said  # no such column, no such word
     # a language model's activations grow with the sequence: its length is said (the full size's may be another)
     console_memory.model_state(memory.state_per_rank(counted.assign(tokens_per_batch=4 * 1024), [8]), [8])

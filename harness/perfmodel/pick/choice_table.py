@@ -102,7 +102,8 @@ def noted_rows(state: pd.DataFrame, frames: list[pd.DataFrame], capacity_gib: fl
     for c in choices:
         at = state[state["world_size"] == c.world_size]
         cells, notes = _cells(c, without.get(c.world_size), optimizer_ms=optimizer_ms, step_ms=step_ms, batch=batch,
-                              tokens=tokens_a_step(state), counted_in=(judged_dtype(at), half_dtype(at), at),
+                              tokens=tokens_a_step(state),
+                              counted_in=(judged_dtype(at), half_dtype(at), at, capacity_gib),
                               errors=errors)  # fmt: skip
         if not c.picked and (words := batch_words(at, capacity_gib)):
             notes = [Note(words, words), *notes]
@@ -221,18 +222,19 @@ def half_dtype(at: pd.DataFrame) -> str:
 
 
 def _unfit(choice: Choice, counted_in: tuple = ("", "bf16")) -> list[Note]:
-    """'stock, zero do not fit', where any modelled one does not, with what overflows most in each (`largest_held`, of
-    the state rows at its GPU count, counted_in's third); the activations' dtype where the fit turns on it
-    (`counted_in`: judged_dtype's and the GPU's half precision, half_dtype's): 'in fp32', a CPU run's default, which a
-    GPU trains in bf16, whose activations differ (a walkthrough's 7B model read 'zero does not fit' at 143 GiB from
-    fp32's 61 GiB of activations; benched in bf16 it fit at 134 and was the pick at 8 GPUs), a V100 in fp16 (dgx1-v100
-    read 'bf16's differ: bench --dtype bf16' of a GPU without bf16); 'in bf16' where predict counted them so for the
-    GPU (--dtype auto's there): the activations alone, the state held as the run held it."""
+    """'stock, zero do not fit', where any modelled one does not, with each one's need as its sum (`overflow_words`,
+    of the state rows at its GPU count, counted_in's third, against its fourth, the GPU's memory); the activations'
+    dtype where the fit turns on it (`counted_in`: judged_dtype's and the GPU's half precision, half_dtype's): 'in
+    fp32', a CPU run's default, which a GPU trains in bf16, whose activations differ (a walkthrough's 7B model read
+    'zero does not fit' at 143 GiB from fp32's 61 GiB of activations; benched in bf16 it fit at 134 and was the pick
+    at 8 GPUs), a V100 in fp16 (dgx1-v100 read 'bf16's differ: bench --dtype bf16' of a GPU without bf16); 'in bf16'
+    where predict counted them so for the GPU (--dtype auto's there): the activations alone, the state held as the
+    run held it."""
     (dtype, half, *at), unfit = counted_in, sorted(c.strategy for c in choice.others if not c.fits)
     if not unfit:
         return []
     said = f"{', '.join(unfit)} do{'es' * (len(unfit) == 1)} not fit"
-    held = largest_held(at[0], unfit) if at else ""
+    held = overflow_words(at[0], unfit, *at[1:]) if at else ""
     why = f"activations in {dtype}" if dtype and dtype != "fp32" else ""
     if dtype == "fp32":
         said += " in fp32"
@@ -241,29 +243,48 @@ def _unfit(choice: Choice, counted_in: tuple = ("", "bf16")) -> list[Note]:
     return [Note(f"{said} ({whole})" if whole else said, said, why, held)]
 
 
-def largest_held(at: pd.DataFrame, strategies: list[str]) -> str:
-    """'fsdp 95.4 GiB held unsharded, zero 47.7 GiB of optimizer state whole on one rank': the largest thing
-    each strategy's rank holds at its step's peak (its parameters, gradients, optimizer state, FSDP's unsharded
-    parameters and gradients, buckets, activations, optimizer temporaries), strategies alike said once; '' where the
-    rows do not tell the state by kind."""
-    from harness.perfmodel.memory import mib_text
+def overflow_words(at: pd.DataFrame, strategies: list[str], capacity_gib: float = 0.0) -> str:
+    """'over 39.39 GiB: stock 39.9 GiB = 20 GiB of model state + 14.9 GiB of activations + 5.01 GiB of gradient
+    buckets; with --opt gradient_as_bucket_view=true 34.9 GiB, which fits, at DDP's step': what each strategy's
+    rank needs at its step's peak (need_mb) as the sum it is, its model state and the larger of backward's part and
+    the optimizer step's (strategies alike said once), against `capacity_gib`; where DDP's bucket copy is what
+    overflows, the need without it, which gradient_as_bucket_view gives, at DDP's step (its all-reduces are DDP's).
+    A 1.3B Llama's read 'stock 14.9 GiB of activations', its largest part, of an overflow that was a sum, 1.3 % over,
+    5.01 GiB of it buckets; '' where the rows do not tell the state by kind."""
+    from harness.analysis import roles
+    from harness.perfmodel.memory import mib_text, need_mb
 
-    words = {"held_param_mb": "of parameters", "held_grad_mb": "of gradients", "held_optimizer_state_mb":
-             "of optimizer state", "unsharded_mb": "held unsharded", "buckets_mb": "of gradient buckets",
-             "activation_mb": "of activations", "optimizer_temp_mb": "of the optimizer's temporaries"}  # fmt: skip
     if "held_optimizer_state_mb" not in at:  # the state not told by kind: nothing to name
         return ""
     said: dict[str, list[str]] = {}
     for strategy in strategies:
-        rows = at[at["strategy"] == strategy] if "strategy" in at else at.iloc[:0]
-        parts = {column: float(rows[column].max()) for column in words if column in rows and rows[column].notna().any()}
-        if not parts:
+        rows = at[at["strategy"] == strategy].head(1) if "strategy" in at else at.iloc[:0]
+        if rows.empty or rows["activation_mb"].isna().all():
             continue
-        column = max(parts, key=parts.get)
-        whole = column == "held_optimizer_state_mb" and 0 < float(rows["floor_mb"].max()) >= 0.95 * parts[column]
-        text = f"{mib_text(parts[column])} {words[column]}" + " whole on one rank" * whole
+        row = rows.iloc[0]
+
+        def mb(column: str, _row=row) -> float:
+            value = _row.get(column, 0.0)
+            return float(value) if value == value and value is not None else 0.0
+
+        backward = {"activations": max(mb("activation_mb"), mb("hook_copies_mb")), "gradient buckets":
+                    mb("buckets_mb"), "held unsharded": mb("unsharded_mb")}  # fmt: skip
+        step = {
+            "the optimizer's temporaries": mb("optimizer_temp_mb"),
+            "gradient buckets": mb("step_buckets_mb") if "step_buckets_mb" in row else mb("buckets_mb"),
+        }
+        parts = backward if sum(backward.values()) >= sum(step.values()) else step  # need_mb's larger
+        parts = {"model state": mb("total_mb") + mb("hook_state_mb"), **parts}
+        summed = " + ".join(f"{mib_text(v)} {'' if what == 'held unsharded' else 'of '}{what}"
+                            for what, v in parts.items() if v > 0)  # fmt: skip
+        text = f"{mib_text(float(need_mb(rows).iloc[0]))} = {summed}"
+        viewed = float(need_mb(rows.assign(buckets_mb=0.0, step_buckets_mb=0.0)).iloc[0])
+        reference = bool(roles.is_reference(roles.with_roles(rows)).iloc[0]) if "impl" in rows else False
+        if capacity_gib and reference and mb("buckets_mb") > 0 and viewed <= capacity_gib * 1024:
+            text += f"; with --opt gradient_as_bucket_view=true {mib_text(viewed)}, which fits, at DDP's step"
         said.setdefault(text, []).append(strategy)
-    return ", ".join(f"{' and '.join(names)} {text}" for text, names in said.items())
+    over = f"over {capacity_gib:g} GiB: " * bool(capacity_gib and said)
+    return over + ", ".join(f"{' and '.join(names)} {text}" for text, names in said.items())
 
 
 def _unbenched_note(c: Candidate, *, faster: bool, where: str = "") -> Note:

@@ -34,7 +34,7 @@ def model_state(state: pd.DataFrame, worlds: list[int], cluster=None, *, size_no
     groups: dict[tuple, list[str]] = {}
     for name in order:
         rows = at[at["strategy"] == name]
-        cells = [_figures(rows["total_mb"])]
+        cells = [_figures(rows["total_mb"]) + _split(rows)]
         if counted:
             uncounted = rows["activation_mb"].isna().all()
             cells += ["not counted" if uncounted else _figures(need_mb(rows))]
@@ -59,8 +59,8 @@ def model_state(state: pd.DataFrame, worlds: list[int], cluster=None, *, size_no
         else ""
     )
     legend = once(
-        f"model state (parameters, gradients, optimizer state) as held at {measured} ranks, then whole + "
-        f"split / n{peak}"
+        f"model state (parameters + gradients + optimizer state, at the most GPUs) as held at {measured} ranks, then "
+        f"whole + split / n{peak}"
     )  # several clusters: the first's, the others' 'as above'
     if legend:
         say(f"ddpbench predict: memory per rank{counts}: {legend}{fit}:")
@@ -110,6 +110,23 @@ def _mib(value: float) -> str:
     from harness.perfmodel.memory import mib_text
 
     return mib_text(value)
+
+
+def _split(rows: pd.DataFrame) -> str:
+    """' = 5.01+5.01+10': the model state's parts (parameters, gradients, optimizer state) at the most GPUs,
+    beside its total, whose last figure they add up to (a 1.3B Llama's table said 20 GiB alone, its Adam state's
+    10 GiB unsaid); a unit said once, by the total, where every part not 0 is in it (SGD's state: '0'); '' where
+    the rows do not tell them apart, or their total differs by GPU count."""
+    from harness.perfmodel.memory import HELD
+
+    if not all(column in rows for column in HELD) or " / " in _figures(rows["total_mb"]):
+        return ""  # a total that differs by GPU count (sharded) keeps its cell to the counts' figures: the width
+    values = [float(rows[column].iloc[-1]) for column in HELD]
+    said = [_mib(value) for value in values]
+    unit = _mib(float(rows["total_mb"].iloc[-1])).rsplit(" ", 1)[-1]
+    if all(text.endswith(f" {unit}") for text, value in zip(said, values, strict=True) if value):
+        said = [text.rsplit(" ", 1)[0] if value else "0" for text, value in zip(said, values, strict=True)]
+    return " = " + "+".join(said)  # tight: the table keeps to the console's width
 
 
 def _figures(values) -> str:
