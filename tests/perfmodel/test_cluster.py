@@ -340,3 +340,11 @@ def test_a_gpus_memory_and_bandwidth_are_the_profiles_own_fields_and_40_gb_a100s
     bounds = step_bounds(100.0, measured_on="A100 SXM4 80GB", target=eighty.description, dtype="bf16", tf32=False,
                          target_gbps=forty.memory_gbps)  # fmt: skip
     assert bounds.memory_ratio == pytest.approx(2039 / 1555)  # the field given, not the description's 80 GB board
+
+
+def test_a_built_in_for_another_gpu_memory_has_the_published_checks_of_its_network():
+    """dgx-a100-40gb said 'no published nccl-tests table found to check it against', where its network is
+    dgx-a100's, number for number, and the tables checked against that are DGX A100s' (40 GB ones among them)."""
+    forty, eighty = cluster.load("dgx-a100-40gb"), cluster.load("dgx-a100")
+    assert published.published_checks(forty) == published.published_checks(eighty) != []
+    assert published._same_network(dataclasses.replace(forty, inter_busbw_gbps=100.0)) == ""  # another network

@@ -22,7 +22,21 @@ def published_checks(cluster: Cluster) -> list[dict]:
     benchmarks/cluster_model.py writes them); [] for a profile of the user's own or one fitted to logs."""
     if not is_builtin(cluster):
         return []
-    return _published_record().get(cluster.name, [])
+    record = _published_record()
+    return record.get(cluster.name) or record.get(_same_network(cluster), [])
+
+
+def _same_network(cluster: Cluster) -> str:
+    """The built-in profile checked against published tables whose network is `cluster`'s, number for number (a
+    built-in for another GPU memory: dgx-a100-40gb's is dgx-a100's); '' where none is."""
+    from harness.perfmodel.clusters.cluster import FIELDS, NUMBERS, builtin_names, load
+
+    def network(profile: Cluster) -> tuple:
+        fields = [getattr(profile, f) for f in ("generation", "cpu", "algorithms", "fabric", "latency_scale")]
+        return (*fields, *(getattr(profile, FIELDS[key]) for key in NUMBERS))
+
+    return next((name for name in builtin_names() if name in _published_record() and name != cluster.name
+                 and network(load(name)) == network(cluster)), "")  # fmt: skip
 
 
 @functools.cache
