@@ -47,7 +47,10 @@ def bench_smaller(name: str, options: dict, *, yours: bool, optimizer: str | Non
     else:
         kept, sizes = {key: value for key, value in options.items() if key == "task"}, ("small", "tiny")
     size = next((size for size in sizes if kept is not None and _short(name, size, kept)), None)
-    if size is None:  # nothing found that does: how, in words
+    whole = size is None and not yours and _whole_at_every_size(name, kept)
+    if whole:  # a zoo image model: every size is the architecture named, tiny its cheapest input
+        size = "tiny"
+    elif size is None:  # nothing found that does: how, in words
         how = " with --wopt" if yours else " at --size tiny with --wopt (its fields)"
         return f"{how}, then give these options to predict --train-wopt KEY=VALUE (docs/your-model.md)", None
     import workloads
@@ -60,10 +63,40 @@ def bench_smaller(name: str, options: dict, *, yours: bool, optimizer: str | Non
     chosen = f" --optimizer {optimizer}" if optimizer and optimizer != "sgd" else "" if optimizer else ADAM_TOO
     bench = (f" ({human_count(parameter_count(name, size, kept))} parameters{input_text(workload)}): {program} "
              f"bench --workloads {name}{'' if yours else f' --size {size}'}{wopts} --batch-size "
-             f"{workload.default_batch_size()}{chosen}")  # fmt: skip
+             f"{workload.default_batch_size()}")  # fmt: skip
+    if whole:
+        kin = _registered_kin(name)
+        bench = (", in its input alone (--size sets only the input and classes; the architecture is whole at every "
+                 "size; tiny's " + bench.removeprefix(" (") + (f" (or the registered {kin}, the same family at smaller "
+                 f"widths: {program} list {kin})" if kin else ""))  # fmt: skip
+    bench += chosen  # the optimizer last: a zoo model's kin is said of the command before it
     predict = f"{program} predict --run RUN --cluster dgx-h100{trains}" + (" --train-wopt seq_len=N" if seq else "")
     return bench, (f"{predict} predicts the model you train" + (", at the sequence N you train at," if seq else "")
                    + " from that run (docs/your-model.md)")  # fmt: skip
+
+
+def _whole_at_every_size(name: str, options: dict) -> bool:
+    """Whether `name` is a zoo image model (--size sets its input and head, never its architecture: vit_b_16 is
+    85.7M parameters at tiny) whose tiny size a DDP rank here holds: list once offered "--size tiny with --wopt (its
+    fields)", no command, and the fields it suggested were ones the builder fixes."""
+    import workloads
+
+    if name in workloads.names() or ":" not in name:
+        return False
+    workload = workloads.create(name, size="tiny", options=options)
+    return isinstance(getattr(workload, "image_size", None), int) and not too_large_here(
+        name, "tiny", options, many=False
+    )
+
+
+def _registered_kin(name: str) -> str | None:
+    """The registered workload that is torchvision model `name`'s family at smaller widths (`vit` for vit_b_16,
+    `resnet50` for resnet50), if one is."""
+    import workloads
+
+    kind, _, model = name.partition(":")
+    return next((w for w in workloads.names() if kind == "torchvision" and (model == w or model.startswith(w + "_"))),
+                None)  # fmt: skip
 
 
 def _takes(name: str, key: str, value) -> bool:

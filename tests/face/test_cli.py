@@ -483,3 +483,22 @@ def test_the_model_sizes_the_docs_quote_are_what_list_counts():
         options = dict(pair.split("=") for pair in wopts.split("--wopt") if pair.strip())
         options = {key.strip(): int(value) for key, value in options.items()}
         assert human_count(parameter_count(spec, "full", options)) == size, (spec, wopts)
+
+
+def test_list_gives_a_zoo_image_model_too_large_at_every_size_a_runnable_tiny_bench(capsys, monkeypatch):
+    """`list torchvision:vit_b_16` (85.7M parameters at every size) ended "bench it smaller at --size tiny with
+    --wopt (its fields)": no command, and the fields it pointed to (num_layers) its builder fixes. --size sets its
+    input alone: said, the tiny bench given as a command, and the registered `vit` (smaller widths) named."""
+    import torch
+
+    from harness.commands.console.invoked import ddpbench_command
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    program = ddpbench_command()
+    assert cli.main(["list", "torchvision:vit_b_16"]) == 0
+    out = capsys.readouterr().out
+    assert "(its fields)" not in out
+    assert "the architecture is whole at every size; tiny's 85.7M parameters, 32×32 input): " in out
+    assert f"{program} bench --workloads torchvision:vit_b_16 --size tiny --batch-size 2 (or the registered vit" in out
+    assert f"{program} list vit), with --optimizer adam or adamw where you train with it" in out
+    assert f"optimizer)\n  then {program} predict --run RUN --cluster dgx-h100 predicts" in out
