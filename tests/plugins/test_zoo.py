@@ -572,8 +572,12 @@ def test_a_user_file_that_fails_to_import_is_one_line_naming_it_and_the_line(cap
          "torchvision:convnext_tiny takes no option colour; its options: block, block_setting"),  # once swallowed
         (["--workloads", "torchvision:regnet_y_400mf", "--wopt", "colour=red"],  # the meta device refuses its build
          "torchvision:regnet_y_400mf takes no option colour; its options: activation"),  # once failed in every rank
-        (["--workloads", "torchvision:vit_b_16", "--wopt", "image_size=40"], "torchvision:vit_b_16 cannot be built "
-         "with image_size=40: AssertionError: Input shape indivisible by patch size!"),  # once a traceback
+        (["--workloads", "torchvision:vit_b_16", "--wopt", "image_size=40"], "--wopt image_size=40 is not valid for "
+         "torchvision:vit_b_16; give a multiple of its patch, 16 (e.g. 32 or 48)"),  # once a traceback, then
+        # torchvision's assert: "Input shape indivisible by patch size!", without the valid values
+        (["--workloads", "torchvision:vit_b_16", "--wopt", "image_size=100"], "e.g. 96 or 112)"),
+        (["--workloads", "torchvision:convnext_tiny", "--wopt", "image_size=16"], "--wopt image_size=16 is not valid "
+         "for torchvision:convnext_tiny; give a whole number ≥ 32, its smallest input"),  # once failed in every rank
         (["--workloads", "torchvision:vit_l_16", "--wopt", "num_layers=4"], "torchvision:vit_l_16 cannot be built "
          "with num_layers=4: its builder fixes num_layers (the architecture named; --size sets only image_size and "
          "num_classes, 32 and 10 at tiny); for another num_layers, name another model (vit_b_16, vit_b_32, "),  # once

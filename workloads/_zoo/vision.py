@@ -106,7 +106,10 @@ def torchvision_source(name: str) -> Source:
     def build(*, size: str, options: dict[str, Any]) -> ImageModel:
         shape = SIZES[size]
         whole_numbers(options, f"torchvision:{name}")
-        image_size = int(options.pop("image_size", None) or _fitted(name, max(shape.image_size or standard, smallest)))
+        given = options.pop("image_size", None)
+        image_size = int(given or _fitted(name, max(shape.image_size or standard, smallest)))
+        if given is not None:
+            input_fits(name, image_size, smallest)
         classes = int(options.pop("num_classes", shape.classes))
         extra = {**_size_keywords(name, image_size), **options}
 
@@ -126,6 +129,19 @@ def whole_numbers(options: dict[str, Any], shown: str) -> None:
         value = options.get(key)
         if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
             raise ConfigError(f"--wopt {key}={value!r} is not valid for {shown}; give a whole number ≥ 1")
+
+
+def input_fits(name: str, image_size: int, smallest: int) -> None:
+    """A given image_size the model takes, else bad input: below its smallest (convnext_tiny at 16 failed in every
+    rank, "Kernel size can't be greater than actual input size") or, a ViT's, not a whole number of patches."""
+    shown = f"--wopt image_size={image_size} is not valid for torchvision:{name}"
+    patch = _fitted(name, 1)
+    if patch > 1 and image_size % patch:
+        below, above = image_size // patch * patch, -(-image_size // patch) * patch
+        some = " or ".join(str(side) for side in (below, above) if side >= patch)
+        raise ConfigError(f"{shown}; give a multiple of its patch, {patch} (e.g. {some})")
+    if image_size < smallest and not name.startswith(ANY_INPUT):
+        raise ConfigError(f"{shown}; give a whole number ≥ {smallest}, its smallest input")
 
 
 def _input_sizes(models, name: str) -> tuple[int, int]:
