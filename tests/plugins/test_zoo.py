@@ -567,11 +567,17 @@ def test_a_user_file_that_fails_to_import_is_one_line_naming_it_and_the_line(cap
         (["--workloads", "gpt2", "--wopt", "seq_len=64"], "workload 'gpt2' has no option seq_len; valid options: "
          "none; the zoo's models take their configuration's fields, e.g. --workloads hf:gpt2"),  # the docs' advice
         (["--workloads", "torchvision:squeezenet1_1", "--wopt", "colour=red"],
-         "torchvision:squeezenet1_1 takes no option colour; its options: dropout, image_size, num_classes, version"),
+         "torchvision:squeezenet1_1 takes no option colour; its options: dropout, image_size, num_classes)"),
+        # (version, which squeezenet1_1's builder fixes, once offered)
         (["--workloads", "torchvision:convnext_tiny", "--wopt", "colour=red"],
-         "torchvision:convnext_tiny takes no option colour; its options: block, block_setting"),  # once swallowed
+         "torchvision:convnext_tiny takes no option colour; its options: image_size, layer_scale, num_classes, "
+         "stochastic_depth_prob)"),  # once swallowed, then offered block and block_setting, no --wopt's to give
+        (["--workloads", "torchvision:vit_b_16", "--wopt", "colour=red"],  # once offered num_layers (fixed) and
+         "torchvision:vit_b_16 takes no option colour; its options: attention_dropout, dropout, image_size, "
+         "num_classes, representation_size)"),  # norm_layer (a layer) too
         (["--workloads", "torchvision:regnet_y_400mf", "--wopt", "colour=red"],  # the meta device refuses its build
-         "torchvision:regnet_y_400mf takes no option colour; its options: activation"),  # once failed in every rank
+         "torchvision:regnet_y_400mf takes no option colour; its options: image_size, num_classes, stem_width)"),
+        # once failed in every rank
         (["--workloads", "torchvision:vit_b_16", "--wopt", "image_size=40"], "--wopt image_size=40 is not valid for "
          "torchvision:vit_b_16; give a multiple of its patch, 16 (e.g. 32 or 48)"),  # once a traceback, then
         # torchvision's assert: "Input shape indivisible by patch size!", without the valid values

@@ -223,7 +223,8 @@ def _check_on_meta(build: Callable[..., ImageModel], options: dict[str, Any], sh
     """Options the model's class does not take, or that it refuses, are bad input."""
     taken = keywords(model_class)
     if taken is not None and set(options) - taken - set(OWN_OPTIONS):
-        unknown, valid = sorted(set(options) - taken - set(OWN_OPTIONS)), sorted(taken | set(OWN_OPTIONS))
+        unknown = sorted(set(options) - taken - set(OWN_OPTIONS))
+        valid = sorted(_givable(build, model_class, taken, weightless) | set(OWN_OPTIONS))
         raise UnknownOption(f"{shown} takes no option {', '.join(unknown)}{did_you_mean(unknown, valid)}; its "
                             f"options: {', '.join(valid)}")  # fmt: skip
     if weightless is None:  # no build here to judge the values by: the ranks will say
@@ -243,6 +244,54 @@ def _check_on_meta(build: Callable[..., ImageModel], options: dict[str, Any], sh
             raise ConfigError(_fixed_by_builder(shown, given, fixed[1], workload)) from None
         raise ConfigError(f"{shown} cannot be built with {given}: {type(exc).__name__}: {lines[-1] if lines else ''}"
                           .rstrip(": ")) from None  # fmt: skip
+
+
+PLAIN = {int: 1, float: 0.0, bool: False, str: "", type(None): None}
+"""The types a --wopt value can be (a JSON literal: workloads._zoo.source.option_value), each with a value to try."""
+
+
+def _givable(build: Callable[..., ImageModel], model_class: type, taken: set[str],
+             weightless: Callable | None) -> set[str]:  # fmt: skip
+    """The keywords of `taken` a command line can give: of a plain type (a layer, a list of block configurations is
+    none), and not fixed by the model's builder (vit_b_16's num_layers). vit_b_16's bad --wopt once offered both
+    kinds, each refused when given."""
+    parameters = inspect.signature(model_class.__init__).parameters
+    plain = {key: _plain_value(parameters[key]) for key in taken if key in parameters}
+    plain = {key: value for key, value in plain.items() if value is not _NOT_PLAIN}
+    if weightless is None:
+        return set(plain)
+    givable = set()
+    for key, value in plain.items():
+        try:
+            with weightless():
+                build(size="tiny", options={key: 1 if value is None else value}).build_model()
+        except TypeError as exc:
+            if "got multiple values for" in str(exc):
+                continue
+        except Exception:  # a value the model refuses, not a keyword it refuses
+            pass
+        givable.add(key)
+    return givable
+
+
+_NOT_PLAIN = object()
+
+
+def _plain_value(parameter: inspect.Parameter) -> Any:
+    """A value of a plain type (PLAIN) for `parameter`, its default where that is one; _NOT_PLAIN where its type is
+    none (a layer, a list), or unknown and its default none."""
+    annotation = parameter.annotation
+    if annotation is inspect.Parameter.empty or isinstance(annotation, str):
+        default = parameter.default
+        return default if type(default) in PLAIN else _NOT_PLAIN
+    import typing
+
+    kinds = typing.get_args(annotation) if typing.get_origin(annotation) in (typing.Union, type(int | None)) else (
+        annotation,)  # fmt: skip
+    if not all(kind in PLAIN for kind in kinds):
+        return _NOT_PLAIN
+    default = parameter.default
+    return default if type(default) in PLAIN and default is not None else PLAIN[kinds[0]]
 
 
 def _fixed_by_builder(shown: str, given: str, key: str, workload: ImageModel) -> str:
