@@ -406,8 +406,8 @@ def test_predict_run_on_this_machine_answers_for_zero_and_fsdp_at_the_gpu_count_
     # judged in bf16, as --dtype auto trains on an H100 (the CPU's fp32 was no choice of the user's): its activations
     # counted so, 480 MiB of them the bf16 copies of 15 weights of 32 MiB autocast keeps for backward
     assert ("\n  at the full size, counted on the meta device at batch 8 a rank; what fits judged in bf16 (autocast), "
-            "--dtype auto's on dgx-h100's GPU: activations counted so (fp32's, the run's: 2.13 MiB), the state as "
-            "held (autocast keeps it fp32)\n") in said  # fmt: skip
+            "--dtype auto's on dgx-h100's GPU: activations counted so (in fp32, the run's dtype, at the size and batch "
+            "predicted: 2.13 MiB), the state as held (autocast keeps it fp32)\n") in said  # fmt: skip
     assert ("keeps 481 MiB of activations for backward at 8 samples a rank in bf16 (each further sample adds "
             "0.133 MiB; 480 MiB kept once at any batch: the weights' bf16 copies; ") in said  # fmt: skip
     assert "half the bytes" not in said  # bf16 is no fixed share of fp32's: counted (test_state_per_rank)

@@ -483,7 +483,8 @@ def test_a_cpu_runs_fp32_activations_are_counted_again_in_the_dtype_its_gpu_trai
     rows = _mlp_full(activation_mb=2.1254, activation_top="ReLU 94%", activation_sample_added_mb=0.2657)
     judged, note = trained_dtype.judged_in(rows, setup, "mlp", {}, "bf16", h100, terse=True)
     assert note == ("what fits judged in bf16 (autocast), --dtype auto's on dgx-h100's GPU: activations counted so "
-                    "(fp32's, the run's: 2.13 MiB), the state as held (autocast keeps it fp32)")  # fmt: skip
+                    "(in fp32, the run's dtype, at the size and batch predicted: 2.13 MiB), the state as held "
+                    "(autocast keeps it fp32)")  # fmt: skip
     added = judged["activation_sample_added_mb"]
     assert (judged["activation_dtype"] == "bf16").all() and added.to_numpy() == pytest.approx(0.2657 / 2, rel=0.05)
     assert (judged["activation_mb"] - 8 * added).to_numpy() == pytest.approx(15 * 32, rel=0.01)  # its weights' copies
@@ -537,7 +538,8 @@ def test_a_gpu_without_bf16_gets_fp16s_figures_and_a_bf16_run_is_judged_in_fp16_
     assert (judged["activation_dtype"] == "fp16").all() and judged["activation_mb"].to_numpy() == pytest.approx(
         481.14, rel=0.01)  # fmt: skip
     assert said == ("what fits judged in fp16 (autocast, with a grad scaler): dgx1-v100's GPU has no bf16, the run's "
-                    "dtype; activations counted so (bf16's, the run's: 481 MiB)")  # fmt: skip
+                    "dtype; activations counted so (in bf16, the run's dtype, at the size and batch predicted: "
+                    "481 MiB)")  # fmt: skip
 
 
 def test_a_knob_sweeps_variants_split_across_memory_rows_are_named_by_the_option_that_splits_them():

@@ -72,15 +72,23 @@ def judged_in(rows: pd.DataFrame, setup: dict, spec: str, options: dict, dtype: 
     where = f"{gpu.name}'s GPU" if getattr(gpu, "name", None) else "the GPU"
     if run != "fp32":  # a bf16 run on a GPU without bf16 (a V100): its autocast's dtype, the same bytes
         return rows, (f"what fits judged in {dtype} (autocast, with a grad scaler): {where} has no {run}, the run's "
-                      f"dtype; activations counted so ({run}'s, the run's: {mib_text(fp32)})")  # fmt: skip
+                      f"dtype; activations counted so (in {run}, the run's dtype, {AT_PREDICTED}: "
+                      f"{mib_text(fp32)})")  # fmt: skip
     if terse:
         return rows, (f"what fits judged in {dtype} (autocast), --dtype auto's on {where}: activations counted so "
-                      f"(fp32's, the run's: {mib_text(fp32)}), the state as held (autocast keeps it fp32)")  # fmt: skip
+                      f"(in fp32, the run's dtype, {AT_PREDICTED}: {mib_text(fp32)}), the state as held "
+                      "(autocast keeps it fp32)")  # fmt: skip
     return rows, (f"what fits is judged in {dtype} (autocast), what --dtype auto trains in on {where} (the CPU run "
                   f"trained in fp32, --dtype auto's there): the activations counted again in {dtype} on the meta "
-                  f"device, at the rows' batch and one sample more (fp32's, the run's: {mib_text(fp32)}); the "
+                  f"device, at the rows' batch and one sample more (in fp32, the run's dtype, {AT_PREDICTED}: "
+                  f"{mib_text(fp32)}); the "
                   "parameters, gradients and optimizer state as the run held them, in fp32, as autocast keeps them "
                   "(a model cast to bf16 whole would hold less); bench --dtype fp32 to judge it in fp32")  # fmt: skip
+
+
+AT_PREDICTED = "at the size and batch predicted"
+"""Where the fp32 count beside bf16's was made: vit_b_16 benched at 32×32, batch 2 (5.71 MiB) read "fp32's, the
+run's: 225 MiB", its count at 224×224 on the meta device, as if the run had measured it."""
 
 
 def dtype_note(setup: dict, rows: pd.DataFrame, spec: str, options: dict, *, terse: bool = False, gpu=None) -> str:
