@@ -1025,3 +1025,28 @@ def _memory_cells(section: str) -> dict[tuple[str, str], str]:
             row_cells = re.findall(r"<td>(.*?)</td>", row)
             cells.update({(row_cells[0], head): cell for head, cell in zip(heads, row_cells, strict=True)})
     return cells
+
+
+def test_a_smaller_size_with_the_full_sizes_tensors_and_nearly_its_bytes_is_said_in_a_clause(tmp_path, capsys):
+    """vit_b_16's tiny profile (152 tensors, 327 MiB) was warned of as another model than its full size (152 tensors,
+    330 MiB: the head and position embedding alone differ), and every cap it named hedged as 'theirs': as many
+    tensors within ALIKE_BYTES of the bytes is a clause in the profile's line, no warning, no floors."""
+    import shutil
+    import types
+
+    from harness.commands.predict import full_size as predict_full_size
+    from harness.perfmodel.schedule import parameters_of
+
+    shutil.copy(Path(__file__).parents[2] / "examples" / "my_workload.py", tmp_path / "my_workload.py")
+    setup = {"workload": f"{tmp_path / 'my_workload.py'}:MyModel", "size": "small"}
+    counts = predict_full_size.full_size_counts(setup)
+    whole, tensors = counts["grad_bytes"], len(parameters_of(counts["parameters"]).trained)
+    near = types.SimpleNamespace(grad_bytes=int(whole * 0.98), grads=tuple(range(tensors)))
+    assert predict_full_size.warn_not_whole_model(setup, near) is False
+    assert capsys.readouterr().err == ""
+    assert predict_full_size.alike_words(setup, near).startswith(", as many as the full size's (")
+    for other in (types.SimpleNamespace(grad_bytes=int(whole * 0.9), grads=near.grads),  # 10 % fewer bytes
+                  types.SimpleNamespace(grad_bytes=near.grad_bytes, grads=tuple(range(tensors + 1)))):  # fmt: skip
+        assert predict_full_size.alike_words(setup, other) == ""
+        assert predict_full_size.warn_not_whole_model(setup, other) is True
+        assert "this profile is " in capsys.readouterr().err

@@ -44,11 +44,12 @@ def collectives_table(frame: pd.DataFrame, contention: pd.DataFrame) -> None:
 # --- predict ------------------------------------------------------------------------------------
 
 
-def predict_profile(setup: dict, profile, source: str) -> None:
+def predict_profile(setup: dict, profile, source: str, alike: str = "") -> None:
+    """The profile predict rests on; `alike`: where a smaller size's stands for the full size's gradients, said so."""
     say(f"ddpbench predict: {setup['workload']}/{setup['size']}, batch {setup['batch_size']} per rank; {source}: "
           f"forward {profile.forward_s * 1e3:.2f} ms, backward {profile.backward_s * 1e3:.2f} ms, optimizer "
           f"{profile.optimizer_s * 1e3:.2f} ms, {profile.grad_bytes / 2**20:.2f} MiB of gradients "
-          f"in {len(profile.grads)} tensors")  # fmt: skip
+          f"in {len(profile.grads)} tensors{alike}")  # fmt: skip
 
 
 def contention_text(contention) -> str:

@@ -150,7 +150,9 @@ def _on_cluster(args: argparse.Namespace, caps, *, device) -> int:
         chosen = cluster.cluster_from_args(args) if len(args.clusters) == 1 else None  # several: each where predicted
         if configs is not None:
             caps = caps or _caps_of_run(configs)
-        predictions.predict_profile(setup, profile, source)
+        trained = getattr(args, "train_options", None)
+        predictions.predict_profile(setup, profile, source, full_size.alike_words(setup, profile, configs,
+                                                                                  options=trained))  # fmt: skip
         if configs is not None:
             inputs.warn_uncalibrated(run_dir, configs, setup)
         return bookings.predict_each(args, chosen, profile, caps or list(DEFAULT_CAPS_MB), device=profiled_on,

@@ -140,9 +140,10 @@ def warn_not_whole_model(
     it is not the whole model (said unless not `said`: no step to warn of, predict_cluster.steps_known)."""
     from harness.perfmodel.memory import mib_text
 
-    whole = (full_size_counts(setup, configs, options=options) or {}).get("grad_bytes")
-    if whole == profile.grad_bytes or not said:
-        return whole != profile.grad_bytes
+    counts = full_size_counts(setup, configs, options=options) or {}
+    whole, alike = counts.get("grad_bytes"), _alike_tensors(counts, profile)
+    if whole == profile.grad_bytes or alike or not said:  # alike: said in the profile's line (alike_words)
+        return whole != profile.grad_bytes and not alike
     trained = "the model you will train" if options is not None else ""  # its options: said with its memory, above
     full = f"; {trained or 'the full size'}'s are {mib_text(whole / 2**20)}" if whole else ""
     size = "benched" if trained else setup["size"]
@@ -158,6 +159,39 @@ def warn_not_whole_model(
                      "each strategy's memory is counted at the full size; --local-step-ms MS (one GPU's step of the "
                      "model you will train) scales the compute") + floors + advice)  # fmt: skip
     return True
+
+
+ALIKE_BYTES = 0.05
+"""The most the full size's gradient bytes may differ from a profile's of as many tensors for the profile to stand for
+it: an all-reduce's time grows no faster than its bytes, so its communication differs by this share at most, the
+smallest change ddpbench counts (analysis.stats.DEFAULT_THRESHOLD). vit_b_16's tiny and full sizes differ by their
+head and position embedding alone, 1 % of 330 MiB, and were warned of as another model."""
+
+
+def alike_words(setup: dict | None, profile, configs=None, *, options: dict | None = None) -> str:
+    """', as many as the full size's (330 MiB): its caps hold for it' where a smaller size's profile stands for the
+    full size's gradients (_alike_tensors), for the profile's line; '' where not."""
+    from harness.perfmodel.memory import mib_text
+
+    if setup is None or (setup.get("size") == "full" and options is None):
+        return ""
+    counts = full_size_counts(setup, configs, options=options) or {}
+    if not _alike_tensors(counts, profile):
+        return ""
+    whose = "the model you will train" if options is not None else "the full size"
+    return f", as many as {whose}'s ({mib_text(counts['grad_bytes'] / 2**20)}): its caps hold for it"
+
+
+def _alike_tensors(counts: dict, profile) -> int:
+    """How many gradient tensors the profile and the full size (`counts`) both have, where they have as many and
+    their bytes differ by less than ALIKE_BYTES; 0 where not."""
+    from harness.perfmodel.schedule import parameters_of
+
+    whole, grads = counts.get("grad_bytes"), getattr(profile, "grads", None)
+    if not whole or not grads or not counts.get("parameters") or whole == profile.grad_bytes:
+        return 0
+    same = len(parameters_of(counts["parameters"]).trained) == len(grads)
+    return len(grads) if same and abs(whole - profile.grad_bytes) < ALIKE_BYTES * whole else 0
 
 
 def full_size_counts(setup: dict, configs=None, *, batch_size: int | None = None, options: dict | None = None):
