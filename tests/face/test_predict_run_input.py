@@ -364,8 +364,8 @@ def test_a_gpu_run_predicted_on_its_own_network_says_which_strategy_fits_its_gpu
     assert int((79.6 * 1024 / 1.08 - 4) / (0.5 / 8)) > 16
     assert lines[at].endswith(
         "left: in one GPU of the run's NVIDIA H100 80GB HBM3, for buffers, working memory, "
-        "CUDA's and NCCL's, with room (8% of the count) up to a batch a rank of stock at least 16 (2× the batch "
-        "counted: its growth checked no further):"
+        "CUDA's and NCCL's, with room (8% of the count) up to a batch a rank of stock about 1,200,000 by its slope, "
+        "checked to 16:"  # once 'at least 16': what the slope gives, said unchecked past twice the batch
     )
     # mlp at its tiny size: what fits is the tiny model's (a review read 'fits' of a model 10,000 times smaller)
     assert lines[at + 4].startswith("  the tiny size's model, not the full size's: bench --size full for the one")

@@ -78,26 +78,31 @@ def model_state(state: pd.DataFrame, worlds: list[int], cluster=None, *, size_no
 
 
 def _roomy(at: pd.DataFrame, order: list[str], capacity_gib: float) -> str:
-    """', with room (8% of the count) up to a batch a rank of fsdp 10, zero 8, stock at least 16 (…)': per strategy,
-    the most samples a rank at which it fits with room at every GPU count of `at` (memory.roomy_batch: a tight fit's
-    note says it too), 'at least' where that is as far as the count was checked (ROOMY_BATCH_CHECKED × the batch
-    counted: a tiny model's read 537826); '' where none would, or no batch is counted."""
-    from harness.perfmodel.memory import ROOMY_BATCH_CHECKED, roomy_batch
+    """', with room (8% of the count) up to a batch a rank of fsdp 10, zero 8, stock about 1,100 by its slope,
+    checked to 16': per strategy, the most samples a rank at which it fits with room at every GPU count of `at`
+    (memory.roomy_batch: a tight fit's note says it too); past ROOMY_BATCH_CHECKED × the batch counted, as far as
+    the count's growth was checked, what its slope gives (memory.largest_batch), said unchecked (a tiny model's read
+    537826; vit_b_16's 'at least 128' hid some 1,100); '' where none would, or no batch is counted."""
+    from harness.perfmodel.memory import ROOMY_BATCH_CHECKED, largest_batch, roomy_batch
 
     if "batch_size" not in at or at.empty:
         return ""
     batches = roomy_batch(at, capacity_gib).groupby(at["strategy"]).min()
+    sloped = largest_batch(at, capacity_gib / (1 + COUNT_BELOW_PEAK)).groupby(at["strategy"]).min()
     checked = (at["batch_size"] * ROOMY_BATCH_CHECKED).groupby(at["strategy"]).min()
-    said = {name: "at least " * bool(batches[name] >= checked[name]) + f"{int(batches[name])}"
+    said = {name: (f"about {_about(sloped[name])} by its slope, checked to {int(checked[name])}"
+                   if batches[name] >= checked[name] else f"{int(batches[name])}")
             for name in order if batches.get(name, 0) > 0}  # fmt: skip
     if not said:
         return ""
-    why = f" ({ROOMY_BATCH_CHECKED}× the batch counted: its growth checked no further)" * any(
-        text.startswith("at") for text in said.values()
-    )
     alike = len(set(said.values())) == 1 and len(said) > 1  # one figure for all: said once
     listed = f"{next(iter(said.values()))}, each" if alike else ", ".join(f"{n} {t}" for n, t in said.items())
-    return f", with room ({COUNT_BELOW_PEAK:.0%} of the count) up to a batch a rank of {listed}{why}"
+    return f", with room ({COUNT_BELOW_PEAK:.0%} of the count) up to a batch a rank of {listed}"
+
+
+def _about(count: float) -> str:
+    """A count past what was checked, to two figures: '1,100' (1,137), '26'."""
+    return f"{int(float(f'{count:.2g}')):,}"
 
 
 KEPT = (("buckets_mb", "buckets"), ("unsharded_mb", "unsharded"), ("optimizer_temp_mb", "optim. temps"),
