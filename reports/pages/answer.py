@@ -31,6 +31,7 @@ from reports.pages.evidence import (
     STAND_IN,
     TOO_FEW,
     a_verdicts_pair,
+    caps_alone_spread,
     caps_of_one_sweep,
     evidence,
     interval_text,
@@ -276,13 +277,15 @@ def lead_caveat(group: pd.DataFrame) -> str:
     ]
 
 
-def headline(group: pd.DataFrame) -> str:
+def headline(group: pd.DataFrame, control: float | None = None) -> str:
     """The answer in one sentence, which a reader may read alone: the strategy (its cap in its name), the step it
     buys against stock, decided or not against the next: 'At 2 ranks: <b>bucketed</b> is fastest: 3.10 ms a step,
     1.24× faster than stock; decided over 5 repeats; parity ok.' ('leads: …; not decided: too few repeats to tell it
     from the next, flat (have 1, need about 7)', 'tied with the next, …'; at one rank, where too few repeats judges
     nothing: 'leads: …, an estimated 1.43× faster than stock; one rank is not judged: …'). The intervals against
-    stock are the table's column, the lead over the next in full section 1's sentence (lead)."""
+    stock are the table's column, the lead over the next in full section 1's sentence (lead). Caps of one strategy
+    alone (caps_alone_spread) are not ranked at one rank, where they have nothing to all-reduce; elsewhere their
+    spread is said beside `control`'s, one rank's."""
     group = one_layout_pooled(group)  # caps of one bucket layout: one configuration, not a cap to name
     contenders = group[~group["is_floor"]]
     if contenders.empty:
@@ -293,6 +296,14 @@ def headline(group: pd.DataFrame) -> str:
     start = f"At {world_label(int(best['world_size']))}: <b>{esc(best['strategy'])}</b>"
     if len(contenders) == 1:
         return f"{start} is the only strategy measured ({esc(step_said(best))}); {parity}{esc(noisy)}."
+    if (spread := caps_alone_spread(contenders)) is not None and int(best["world_size"]) == 1:
+        least, most = (milliseconds(contenders["step_ms"].agg(how)) for how in ("min", "max"))
+        steps = f"{least.removesuffix(' ms')}–{most} a step"
+        return (f"At 1 rank: <b>{esc(best['impl'])}</b>'s caps have nothing to all-reduce: their {spread:.2f}× spread "
+                f"({esc(steps)}) is this machine's noise; {parity}{esc(noisy)}.")  # fmt: skip
+    if spread is not None and control is not None:  # how much of it the one-rank control shows too
+        noisy = (f"; {best['impl']}'s caps spread {spread:.2f}× here, {control:.2f}× at 1 rank with nothing to "
+                 f"all-reduce{noisy}")  # fmt: skip
     reference, runner = reference_row(group), contenders.iloc[1]
     stock_next = runner["strategy"] == _name(reference)
     runner_name = reference_name(reference) if stock_next else runner["strategy"]
@@ -355,6 +366,8 @@ def answer_section(run: RunData, workloads: list[str]) -> str:
         parts.append(f"<h3>{name_html(workload, HEADING_NAME)}{esc('/' + str(size.iloc[0])) if len(size) else ''}"
                      f"{esc(' · ' + setup) if setup else ''}</h3>")  # fmt: skip
         # the largest world size first: the answer the run exists for (one rank communicates nothing)
+        one = one_layout_pooled(frame[frame["world_size"] == 1])  # the caps' control: nothing to all-reduce
+        control = caps_alone_spread(one[~one["is_floor"]]) if len(one) else None
         for _, group in sorted(frame.groupby("world_size"), key=lambda item: -item[0]):
             reference = reference_row(group)
             stand_in |= reference is not None and bool(roles.beyond_defaults(reference["impl"], reference["options"]))
@@ -363,7 +376,8 @@ def answer_section(run: RunData, workloads: list[str]) -> str:
             caps, said = alerts.cap_verdicts(verdicts, workload=workload, world=world, explain=not explained)
             explained |= said  # the buckets' why, once a page
             contenders = one_layout_pooled(group).loc[lambda rows: ~rows["is_floor"]]
-            parts += [f"<p class=headline>{headline(group)}{optimizer_lead(contenders, reference, run)}</p>", caps,
+            lead = optimizer_lead(contenders, reference, run)
+            parts += [f"<p class=headline>{headline(group, control)}{lead}</p>", caps,
                       world_table(group, verdicts, workload=workload)]  # fmt: skip
             leaders.update(contenders["impl"].head(1))
             parts.append(alerts.answer_below_floor(one_layout_pooled(group)) + alerts.late_note(group))  # as ranked

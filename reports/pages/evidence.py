@@ -309,3 +309,15 @@ STAND_IN = (
     " This run has no stock row without options, so stock at an explicit bucket_cap_mb=25 stands in, named as "
     "such: since torch 2.9 an explicit cap caps the first bucket too, which DDP's default (1 MiB) does not."
 )
+
+
+def caps_alone_spread(contenders: pd.DataFrame) -> float | None:
+    """The slowest step over the fastest where `contenders` (one world size's, the floor apart) are bucket caps of one
+    strategy alone, its other options alike; None otherwise. At one rank they have nothing to all-reduce, so their
+    spread is the machine's noise (a page ranked convnext_tiny's caps there, '1.35× faster', from a 2× spread)."""
+    if len(contenders) < 2 or contenders["impl"].nunique() != 1:
+        return None
+    others = {json.dumps({k: v for k, v in dict(o).items() if k != "bucket_cap_mb"}, sort_keys=True, default=str)
+              for o in contenders["options"]}  # fmt: skip
+    steps = contenders["step_ms"].astype(float)
+    return float(steps.max() / steps.min()) if len(others) == 1 and steps.min() > 0 else None

@@ -756,3 +756,27 @@ def test_the_scaling_sentence_ranks_caps_of_one_layout_as_one_row():
     # against local: 25/(2·125) at cap 1, 40/(2·125) at cap 25, pooled as the steps are, geometric
     assert "stock (caps 1, 25 MiB: one bucket layout) 13%" in said, said
     assert "against their own one-rank step: stock (caps 1, 25 MiB: one bucket layout) 16%" in said, said
+
+
+def test_caps_at_one_rank_are_not_ranked_and_their_spread_is_said_beside_two_ranks():
+    """A page read 'At 1 rank: stock bucket_cap_mb=100 leads: 856.6 ms a step, an estimated 1.35× faster than stock
+    bucket_cap_mb=25' where the caps have nothing to all-reduce: their 2× spread was the machine's drift. At one rank
+    the spread is said as noise; at two, beside the one-rank control's, in one clause."""
+    caps = [(5.0, [1733.6, 1740.0], [2437.8, 2440.0]), (25.0, [1154.2, 1150.0], [2883.5, 2880.0]),
+            (100.0, [856.6, 860.0], [1864.7, 1860.0])]  # fmt: skip
+    rows = [repeats("stock", ms, world=w, options={"bucket_cap_mb": cap}) for cap, one, two in caps
+            for w, ms in ((1, one), (2, two))]  # fmt: skip
+    frame = pooled.ranked(run(*rows), workload="mlp")
+    one, two = (frame[frame["world_size"] == world] for world in (1, 2))
+    said = answer.headline(one)
+    assert said.startswith(
+        "At 1 rank: <b>stock</b>'s caps have nothing to all-reduce: their 2.02× spread (858.3–1736.8 ms a step)"
+    ), said
+    assert "is this machine's noise; parity ok" in said and "faster" not in said
+    control = evidence.caps_alone_spread(one)
+    assert control == pytest.approx(1736.8 / 858.3, rel=1e-3)
+    beside = html.unescape(answer.headline(two, control))
+    assert "; stock's caps spread 1.55× here, 2.02× at 1 rank with nothing to all-reduce" in beside
+    mixed = pooled.ranked(run(repeats("stock", [100.0, 101.0], world=1), repeats("bucketed", [90.0, 91.0], world=1)),
+                          workload="mlp")  # fmt: skip
+    assert evidence.caps_alone_spread(mixed) is None and "all-reduce" not in answer.headline(mixed)  # strategies
