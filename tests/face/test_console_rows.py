@@ -22,15 +22,15 @@ ROW = {
 def test_a_row_with_measured_communication_says_how_much_was_hidden():
     line = console.describe_row(ROW)
     assert line == (
-        "w2 mlp/small stock: 77.29 ms/step median (p10 70.00, p90 80.00), 904 samples/s, "
+        "w2 mlp/small stock: 77.29 ms/step median (p10 70.00, p90 80.00), 904 samples/s at the median, "
         "comm 37.4 ms/step mean (27.4 exposed, 24% hidden), parity ok"
     )
 
 
 def test_a_slow_model_keeps_its_samples_a_second():
     """A walkthrough's GPT-2 on the CPU read '0 samples/s' for 0.49."""
-    assert ", 0.491 samples/s, " in console.describe_row({**ROW, "samples_per_s": 0.4912})
-    assert ", 12345 samples/s, " in console.describe_row({**ROW, "samples_per_s": 12345.2})
+    assert ", 0.491 samples/s at the median, " in console.describe_row({**ROW, "samples_per_s": 0.4912})
+    assert ", 12345 samples/s at the median, " in console.describe_row({**ROW, "samples_per_s": 12345.2})
 
 
 def test_without_communication_or_its_measurement_nothing_is_claimed():
