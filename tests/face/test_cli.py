@@ -498,6 +498,9 @@ def test_list_gives_a_zoo_image_model_too_large_at_every_size_a_runnable_tiny_be
     assert cli.main(["list", "torchvision:vit_b_16"]) == 0
     out = capsys.readouterr().out
     assert "(its fields)" not in out
+    assert (
+        "\n  --wopt: image_size, num_classes and its builder's attention_dropout, dropout, representation_size (" in out
+    )
     assert "the architecture is whole at every size; tiny's 85.7M parameters, 32×32 input): " in out
     assert f"{program} bench --workloads torchvision:vit_b_16 --size tiny --batch-size 2 (or the registered vit" in out
     assert f"{program} list vit), with --optimizer adam or adamw where you train with it" in out

@@ -35,8 +35,9 @@ class Source:
     check_workload: Callable[[Any], None] = dataclasses.field(default=lambda workload: None, compare=False,
                                                               repr=False)  # fmt: skip
     """Raises ConfigError where the workload, as built on the parent side, cannot train (a model without parameters)."""
-    options_said: str | None = None
-    """Its `--wopt` options, as `list` says them (a file's keyword arguments); None: said in general."""
+    options_said: str | Callable[[], str | None] | None = dataclasses.field(default=None, compare=False, repr=False)
+    """Its `--wopt` options, as `list` says them (a file's keyword arguments; a zoo image model's, worked out when
+    asked: a build on the meta device); None: said in general."""
 
     def create(self, *, size: str, options: dict[str, Any]) -> Any:
         return self.build(size=size, options=dict(options))

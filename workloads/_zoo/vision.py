@@ -120,7 +120,8 @@ def torchvision_source(name: str) -> Source:
                           batch_size=shape.batch_size)  # fmt: skip
 
     return Source(spec=f"torchvision:{name}", kind="torchvision", name=f"torchvision:{name}", build=build,
-                  check_options=options_check(build, f"torchvision:{name}"))  # fmt: skip
+                  check_options=options_check(build, f"torchvision:{name}"),
+                  options_said=lambda: givable_words(build))  # fmt: skip
 
 
 def whole_numbers(options: dict[str, Any], shown: str) -> None:
@@ -244,6 +245,18 @@ def _check_on_meta(build: Callable[..., ImageModel], options: dict[str, Any], sh
             raise ConfigError(_fixed_by_builder(shown, given, fixed[1], workload)) from None
         raise ConfigError(f"{shown} cannot be built with {given}: {type(exc).__name__}: {lines[-1] if lines else ''}"
                           .rstrip(": ")) from None  # fmt: skip
+
+
+def givable_words(build: Callable[..., ImageModel]) -> str | None:
+    """'image_size, num_classes and its builder's dropout, …': the options a command line can give (`_givable`), as
+    `list` says them (vit_b_16's once read "its configuration's fields or its keyword arguments", and a user gave it
+    num_layers, which its builder fixes); None where its class's keywords cannot be told."""
+    model_class, weightless = _meta_class(build)
+    taken = keywords(model_class)
+    if taken is None:
+        return None
+    builder = sorted(_givable(build, model_class, taken, weightless) - set(OWN_OPTIONS))
+    return ", ".join(OWN_OPTIONS) + (f" and its builder's {', '.join(builder)}" if builder else "")
 
 
 PLAIN = {int: 1, float: 0.0, bool: False, str: "", type(None): None}
