@@ -50,6 +50,35 @@ class Tab:
             self.page.wait_for_function(f"() => {RENDERED} >= {divs}", timeout=30_000)
         return divs, self.page.evaluate(f"() => {RENDERED}")
 
+    def links(self) -> list[tuple[str, str, int]]:
+        """The open page's links: (href as written, as resolved, how many elements have the id it names)."""
+        links = self.page.eval_on_selector_all("a[href]", "links => links.map(a => [a.getAttribute('href'), a.href])")
+        return [(raw, absolute, self.page.locator(f"[id='{raw[1:]}']").count() if raw.startswith("#") else 0)
+                for raw, absolute in links]  # fmt: skip
+
+
+@dataclasses.dataclass
+class Visit:
+    """What one visit of a page saw: each golden page is opened once and every test below reads it."""
+
+    divs: int
+    rendered: int
+    errors: list[str]
+    outside: list[str]
+    run_links: list[str]
+    """The index's links to run pages (from its table), resolved."""
+    links: list[tuple[str, str, int]]
+    answer_and_plot_top: list[float] | None
+    """Where the answer table and the first plot begin on the page (None where either is missing)."""
+
+
+ANSWER_AND_PLOT_TOP = """() => {
+    const answer = document.querySelector('#answer ~ div table');
+    const plot = document.querySelector('.plotly-graph-div');
+    if (!answer || !plot) return null;
+    return [answer.getBoundingClientRect().top + scrollY, plot.getBoundingClientRect().top + scrollY];
+}"""
+
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory) -> site.BuiltSite:
@@ -69,21 +98,32 @@ def tab():
         browser.close()
 
 
+@pytest.fixture(scope="module")
+def visits(built, tab) -> dict[str, Visit]:
+    """The index and every golden run page, each visited once (a run page's plots take seconds to render)."""
+    seen = {}
+    for path in [built.index, *built.run_pages.values()]:
+        divs, rendered = tab.visit(path)
+        run_links = tab.page.eval_on_selector_all('table a[href^="runs/"]', "links => links.map(a => a.href)")
+        seen[path.name] = Visit(divs, rendered, list(tab.errors), list(tab.outside), run_links, tab.links(),
+                                tab.page.evaluate(ANSWER_AND_PLOT_TOP))  # fmt: skip
+    return seen
+
+
 def test_every_golden_run_has_a_page(built):
     assert sorted(built.run_pages) == ["bucket_sweep", "cpu_run", "failures", "gpu_memory"]
 
 
-def test_every_page_renders_every_plot_offline_without_errors(built, tab):
-    for path in [built.index, *built.run_pages.values()]:
-        divs, rendered = tab.visit(path)
-        assert not tab.errors, f"{path.name}: console errors {tab.errors}"
-        assert not tab.outside, f"{path.name}: requests left the machine: {tab.outside}"
-        assert rendered == divs >= MINIMUM_PLOTS[path.name], f"{path.name}: {rendered} of {divs} plots rendered"
+def test_every_page_renders_every_plot_offline_without_errors(visits):
+    assert sorted(visits) == sorted(MINIMUM_PLOTS)
+    for name, visit in visits.items():
+        assert not visit.errors, f"{name}: console errors {visit.errors}"
+        assert not visit.outside, f"{name}: requests left the machine: {visit.outside}"
+        assert visit.rendered == visit.divs >= MINIMUM_PLOTS[name], f"{name}: {visit.rendered} of {visit.divs} rendered"
 
 
-def test_the_index_links_to_every_run_page(built, tab):
-    tab.visit(built.index)
-    hrefs = tab.page.eval_on_selector_all('table a[href^="runs/"]', "links => links.map(a => a.href)")
+def test_the_index_links_to_every_run_page(built, visits):
+    hrefs = visits[built.index.name].run_links
     assert sorted(Path(href.removeprefix("file://")).name for href in hrefs) == sorted(
         p.name for p in built.run_pages.values()
     )
@@ -125,42 +165,35 @@ def test_the_network_pages_render_offline_without_errors(tab, tmp_path):
     assert len(hrefs) == 2 and all(Path(h.removeprefix("file://")).is_file() for h in hrefs), hrefs
 
 
-def test_every_run_page_answers_before_its_first_figure(built, tab):
+def test_every_run_page_answers_before_its_first_figure(built, visits):
     """The answer table (strategies ranked with their step times) comes before any plot, as laid out."""
     for path in built.run_pages.values():
-        tab.visit(path)
-        order = tab.page.evaluate(
-            """() => {
-                const answer = document.querySelector('#answer ~ div table');
-                const plot = document.querySelector('.plotly-graph-div');
-                if (!answer || !plot) return null;
-                return [answer.getBoundingClientRect().top + scrollY, plot.getBoundingClientRect().top + scrollY];
-            }"""
-        )
+        order = visits[path.name].answer_and_plot_top
         assert order is not None and order[0] < order[1], f"{path.name}: answer at {order}"
 
 
-def test_every_link_on_every_page_resolves(built, tmp_path, tab):
+def test_every_link_on_every_page_resolves(visits, tmp_path, tab):
     """Index, run pages, a comparison and the trace links of a profiled run: each href opens a file or an anchor."""
     from test_answer import test_a_comparison_page_opens_with_its_outcome_and_the_index_lists_it as make
 
-    make(tmp_path)  # a site of two comparison pages, its index listing them (the golden site is built once above)
+    make(tmp_path)  # a site of two comparison pages, its index listing them (the golden site is visited once above)
     compared = tmp_path / "site"
     comparisons = sorted((compared / "compare").glob("*.html"))
     assert len(comparisons) == 2
-    pages = [built.index, *built.run_pages.values(), compared / "index.html", *comparisons]
-    checked = 0
-    for path in pages:
+    links = {name: visit.links for name, visit in visits.items()}
+    for path in [compared / "index.html", *comparisons]:
         tab.visit(path)
-        links = tab.page.eval_on_selector_all("a[href]", "links => links.map(a => [a.getAttribute('href'), a.href])")
-        for raw, absolute in links:
+        links[f"compare/{path.name}"] = tab.links()
+    checked = 0
+    for name, page_links in links.items():
+        for raw, absolute, anchors in page_links:
             if raw.startswith("https://"):
-                assert raw == "https://ui.perfetto.dev", f"{path.name}: unexpected external link {raw}"
+                assert raw == "https://ui.perfetto.dev", f"{name}: unexpected external link {raw}"
                 continue
             if raw.startswith("#"):
-                assert tab.page.locator(f"[id='{raw[1:]}']").count() == 1, f"{path.name}: no anchor {raw}"
+                assert anchors == 1, f"{name}: no anchor {raw}"
             else:
                 target = Path(absolute.removeprefix("file://").split("#")[0])
-                assert target.is_file(), f"{path.name} links to missing {raw}"
+                assert target.is_file(), f"{name} links to missing {raw}"
             checked += 1
     assert checked > 20
