@@ -206,10 +206,11 @@ def path_without_ddpbench() -> str:
 @pytest.mark.parametrize(("sig", "code", "name"), [(signal.SIGINT, 130, "SIGINT"), (signal.SIGTERM, 143, "SIGTERM")])
 def test_ctrl_c_or_sigterm_stops_every_rank_keeps_what_finished_and_says_how_to_resume(tmp_path, sig, code, name):
     command = [sys.executable, "-m", "harness", "bench", "--gpus", "1", "--impls", "naive,flat", "--no-baseline",
-               "--size", "tiny", "--steps", "200", "--no-parity", "--results", str(tmp_path),
+               "--size", "tiny", "--steps", "20", "--no-parity", "--results", str(tmp_path),
                "--run-id", "cut"]  # fmt: skip
-    # flat's every step held 100 ms: it is surely still running when the signal comes, and naive is quick.
-    env = {**os.environ, "DDPBENCH_FAULT": "slow:impl=flat,ms=100", "PATH": path_without_ddpbench()}
+    # flat's every step held a second: it is surely still running when the signal comes (20 s), and naive's 20 steps
+    # are quick (200 steps held 100 ms made naive's take 5 s of a loaded machine for nothing tested here).
+    env = {**os.environ, "DDPBENCH_FAULT": "slow:impl=flat,ms=1000", "PATH": path_without_ddpbench()}
     # A session of its own, as a shell gives a foreground job: Ctrl-C signals the whole group.
     process = subprocess.Popen(
         command, cwd=PROJECT, env=env, stdout=subprocess.PIPE, text=True, start_new_session=True,
