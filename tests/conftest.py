@@ -63,6 +63,15 @@ def _make_small_run(results: Path) -> None:
     assert done.returncode == 0, done.stdout + done.stderr
 
 
+@pytest.fixture(scope="session")
+def golden_site(tmp_path_factory):
+    """`report` over the golden runs in tests/data/: built once per test worker (test_report, test_answer and
+    test_browser once built it three times, seconds each) for the tests that only read it."""
+    from reports import site
+
+    return site.build_site(results=PROJECT / "tests" / "data", out=tmp_path_factory.mktemp("golden-site"))
+
+
 @pytest.fixture(autouse=True)
 def no_zygote_outlives_its_test():
     """A command run in this process (`cli.main`) may start its ranks' zygote early and then refuse its input:

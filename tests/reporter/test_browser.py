@@ -12,7 +12,6 @@ import pytest
 
 from reports import site
 
-DATA = Path(__file__).resolve().parents[1] / "data"
 CHROMIUM = os.environ.get("DDPBENCH_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
 # Plots each golden page must at least render: a regression that drops a figure fails here.
 MINIMUM_PLOTS = {"index.html": 0, "cpu_run.html": 9, "bucket_sweep.html": 10, "failures.html": 8, "gpu_memory.html": 9}
@@ -81,8 +80,8 @@ ANSWER_AND_PLOT_TOP = """() => {
 
 
 @pytest.fixture(scope="module")
-def built(tmp_path_factory) -> site.BuiltSite:
-    return site.build_site(results=DATA, out=tmp_path_factory.mktemp("site"))
+def built(golden_site) -> site.BuiltSite:
+    return golden_site  # the golden runs' site (conftest.py), read only
 
 
 @pytest.fixture(scope="module")

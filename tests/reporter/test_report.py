@@ -87,10 +87,10 @@ def test_an_empty_results_folder_builds_an_index_that_says_so(tmp_path):
     assert "No runs yet" in built.index.read_text()
 
 
-@pytest.fixture(scope="module")
-def golden(tmp_path_factory) -> site.BuiltSite:
-    """The site of the golden runs in tests/data/, built once for the tests that only read it."""
-    return site.build_site(results=DATA, out=tmp_path_factory.mktemp("golden-site"))
+@pytest.fixture
+def golden(golden_site) -> site.BuiltSite:
+    """The site of the golden runs in tests/data/, built once for the tests that only read it (conftest.py)."""
+    return golden_site
 
 
 def test_the_index_lists_runs_newest_first_with_their_machine(golden):
