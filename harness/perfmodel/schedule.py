@@ -241,6 +241,7 @@ class StepFloor:
     step_s: float  # at least
     compute_s: float  # forward + backward + optimizer: the step with nothing exposed
     bucket_bytes: tuple[int, ...] = ()  # each bucket's, in the order they are sent
+    last_largest: tuple[str, int] = ("", 0)  # the last bucket's largest gradient: its name ('' unnamed), its bytes
 
     @property
     def exposed_s(self) -> float:
@@ -266,8 +267,9 @@ def floor_with(profile: Profile, params: Parameters, *, cap_mb: float, link: Lin
     last_made = min(profile.backward_s, max((g.ready_s for g in profile.grads), default=profile.backward_s))
     last = costs[-1] if costs else 0.0
     end = max(profile.backward_s, sum(costs), last_made + last)
+    largest = max((params.trained[i] for i in layout[-1]), key=lambda g: g.nbytes, default=None) if layout else None
     return StepFloor(len(layout), sum(costs), last, profile.forward_s + end + profile.optimizer_s, profile.local_step_s,
-                     sent)  # fmt: skip
+                     sent, (largest.name or "", largest.nbytes) if largest else ("", 0))  # fmt: skip
 
 
 def largest_bucket_bytes(profile: Profile, caps_mb: Sequence[float]) -> int:

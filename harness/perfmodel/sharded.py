@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from harness.analysis import agreement, roles
+from harness.bucketing import MIB
 from harness.perfmodel.compression import Compressed, wire_share, with_compressed
 from harness.perfmodel.memory import HELD, listed
 from harness.perfmodel.network import (
@@ -116,6 +117,8 @@ def with_full_size_floors(frame: pd.DataFrame, profile: Profile, params: Paramet
                         full_size_buckets=[f.buckets for f in floors],
                         full_size_comm_ms=[f.comm_s * 1e3 for f in floors],
                         full_size_last_ms=[f.last_s * 1e3 for f in floors],
+                        full_size_last_largest=[f.last_largest[0] for f in floors],
+                        full_size_last_largest_mb=[f.last_largest[1] / MIB for f in floors],
                         full_size_step_floor_ms=[f.step_s * 1e3 for f in floors],
                         full_size_exposed_ms=[f.exposed_s * 1e3 for f in floors],
                         compressed_full_size_step_floor_ms=[f.step_s * 1e3 for f in compressed],

@@ -244,3 +244,36 @@ def test_where_the_floors_tie_at_every_cap_ddps_answer_says_so_and_why_its_cap()
     said = full_size_lead(close, "the model you will train", backward_ms=20.0)
     assert said.startswith("for the model you will train, by its floors: bucket_cap_mb 25 MiB, within 0.67 % of 5 "
                            "MiB's, less than the model can tell: 25 MiB is DDP's default; "), said  # fmt: skip
+
+
+def test_the_why_names_a_gradient_larger_than_the_cap_and_what_the_runner_up_cap_differs_by():
+    """A bucket-cap skeptic's gpt2: the why said 'the last (2.41 ms) only after backward's last gradient' at every
+    cap without saying that bucket is the 147 MiB tied embedding, which no cap splits, nor what the next-best cap's
+    floor differs by. Registration order: wte (147 MiB) first, so made last and in the last bucket at any cap."""
+    from harness.perfmodel.pick import ranked
+
+    every = [Grad(0, 147 * MB, "float32", float("nan"), name="transformer.wte.weight")]
+    every += [Grad(k, 4 * MB, "float32", float("nan"), name=f"h.{k}.weight") for k in range(1, 13)]
+    params = Parameters(tuple(every))
+    profile = Profile(3 * MS, 200 * MS, 4 * MS, (Grad(0, MB, "float32", 199 * MS),))
+    floors = {cap: floor_with(profile, params, cap_mb=cap, link=ONE_MS_A_MB, world_size=2) for cap in (1.0, 25.0)}
+    assert floors[25.0].last_largest == ("transformer.wte.weight", 147 * MB)
+    frame = pd.DataFrame([{"world_size": 2, "bucket_cap_mb": cap, "step_ms": 100.0, "full_size_buckets": f.buckets,
+                           "full_size_comm_ms": f.comm_s / MS, "full_size_last_ms": f.last_s / MS,
+                           "full_size_step_floor_ms": f.step_s / MS, "full_size_exposed_ms": f.exposed_s / MS,
+                           "full_size_last_largest": f.last_largest[0],
+                           "full_size_last_largest_mb": f.last_largest[1] / MB}
+                          for cap, f in floors.items()])  # fmt: skip
+    ranked_at = ranked.ddp_ranked_row(frame)  # 1 MiB: its floor is the least
+    said = ranked.full_size_why(ranked_at, 200.0, 1.0, terse=True, against=ranked.runner_up_words(frame, 200.0))
+    assert "the last (147 ms; 147 MiB of it is transformer.wte.weight, one gradient larger than the cap, which no " \
+           "cap splits) only after backward's last gradient" in said, said  # fmt: skip
+    # at 1 ms a MiB: 1 MiB sends 13 buckets (12 of 4 MiB, then wte alone), 25 MiB 2 (h.12-h.6's 28 MiB, then h.5-h.1
+    # with wte, 167 MiB); 195 ms of all-reduces either way, hidden behind backward's 200; the last, after the last
+    # gradient at 199 ms, exposes 146 ms at 1 MiB and 166 at 25 MiB: the margin is the last bucket's, not the count's
+    assert said.endswith("; against 25 MiB, its floor 20 ms higher: 2 buckets × 97.5 ms = 195 ms of all-reduces to "
+                         "13 buckets × 15 ms = 195 ms, hidden behind backward either way, and 166 ms exposed after "
+                         "it to 146 ms"), said  # fmt: skip
+    roomy = frame.assign(full_size_last_largest_mb=0.5)  # the last bucket's largest within the cap: nothing said
+    assert "no cap splits" not in ranked.full_size_why(roomy.iloc[0], 200.0, 1.0)
+    assert ranked.runner_up_words(frame.iloc[:1], 200.0) == ""  # one cap: no runner-up

@@ -300,7 +300,9 @@ def full_size_lead(frames: list, whose: str, *, backward_ms: float) -> str:
             f"{least[-1]:.4g} ms, scaling efficiency at most {most[0]:.3f} → {most[-1]:.3f}" if len(rows) > 1 else
             f"at w{int(last['world_size'])}: step at least {least[-1]:.4g} ms, scaling efficiency at most "
             f"{most[-1]:.3f}")  # fmt: skip
-    why = ranked.full_size_why(last, backward_ms, last["bucket_cap_mb"], terse=True)
+    why = ranked.full_size_why(
+        last, backward_ms, last["bucket_cap_mb"], terse=True, against=ranked.runner_up_words(frames[-1], backward_ms)
+    )
     tie = len(merged) == 1 and all(ranked.caps_tie(frame) for frame in frames)  # why this cap: least_row's rule
     leads = [ranked.floors_lead(frame) for frame in frames] if len(merged) == 1 else []  # a lower cap, not told apart
     lead = max(leads, key=lambda found: found[0], default=(0.0, []))

@@ -157,26 +157,72 @@ def full_size_figures(frame: pd.DataFrame) -> dict:
     # tie of it, read as that cap's (a page's 'at least 180 ms at any cap (25 MiB, …)', the console's 180.3 there)
     least = ranked_value(ddp["step_ms"], ddp["full_size_step_floor_ms"])
     floor = ddp["full_size_step_floor_ms"] if pd.notna(ddp["full_size_step_floor_ms"]) else least  # its own end
+    backward = frame["backward_ms"].iloc[0] if "backward_ms" in frame else float("nan")  # the runner-up's words'
     return {**{key: ddp[key] for key in frame if key.startswith("full_size_")}, "full_size_cap_mb": ddp.bucket_cap_mb,
             "zero_full_size_step_floor_ms": zero[ZERO_COLUMNS[1]], "zero_full_size_cap_mb": zero.bucket_cap_mb,
             "full_size_least_step_ms": least,
             "full_size_cap_why": floors_cap_words(ddp.bucket_cap_mb, caps_tie(frame), floors_lead(frame)),
+            "full_size_runner_up": runner_up_words(frame, backward),
             "full_size_efficiency_at_most": frame["local_step_ms"].iloc[0] / floor}  # fmt: skip
 
 
-def full_size_why(row: pd.Series, backward_ms: float, cap_mb: float, *, terse: bool = False) -> str:
+def full_size_why(row: pd.Series, backward_ms: float, cap_mb: float, *, terse: bool = False,
+                  against: str | None = None) -> str:  # fmt: skip
     """'at 100 MiB its all-reduces (NVLS-tree/Simple: on a cluster, NCCL's pick) take at least …': why DDP's
-    full-size floor at `cap_mb` (the row's) costs what it does, against the backward that hides them; '' where the
-    row has no such floor. `terse`: the console's words, the same figures."""
+    full-size floor at `cap_mb` (the row's) costs what it does, against the backward that hides them, with the
+    gradient that makes the last bucket what it is at any cap where one is larger than the cap (last_gradient_words)
+    and `against`, the runner-up cap's margin (runner_up_words; else the row's `full_size_runner_up`, the what-if
+    page's); '' where the row has no such floor. `terse`: the console's words, the same figures."""
     needed = ("full_size_comm_ms", "full_size_last_ms", "full_size_exposed_ms")
     if any(key not in row or pd.isna(row[key]) for key in needed) or pd.isna(backward_ms):
         return ""
     last = (f"only after backward's last gradient: at least {row['full_size_exposed_ms']:.3g} ms exposed" if terse
             else f"starts only after backward's last gradient, and at least {row['full_size_exposed_ms']:.3g} ms of "
             "them stay exposed")  # fmt: skip
+    against = row.get("full_size_runner_up", "") if against is None else against
     return (f"at {cap_mb:g} MiB its all-reduces{run_as(row, 'full_size_algorithms')} take at least "
             f"{row['full_size_comm_ms']:.3g} ms a step, one after another, overlapping backward ({backward_ms:.3g} "
-            f"ms); the last ({row['full_size_last_ms']:.3g} ms) {last}")  # fmt: skip
+            f"ms); the last ({row['full_size_last_ms']:.3g} ms{last_gradient_words(row, cap_mb)}) {last}"
+            f"{'; ' + against if isinstance(against, str) and against else ''}")  # fmt: skip
+
+
+def last_gradient_words(row, cap_mb: float) -> str:
+    """'; 147 MiB of it is transformer.wte.weight, one gradient larger than the cap, which no cap splits': where
+    the full size's last bucket holds a gradient larger than `cap_mb` (`full_size_last_largest(_mb)`), why its
+    all-reduce, exposed after backward, is much the same at every cap; '' else."""
+    name, mib = row.get("full_size_last_largest"), row.get("full_size_last_largest_mb", float("nan"))
+    if not isinstance(name, str) or not name or pd.isna(mib) or mib <= cap_mb:
+        return ""
+    return f"; {mib:.3g} MiB of it is {name}, one gradient larger than the cap, which no cap splits"
+
+
+def runner_up_words(frame: pd.DataFrame, backward_ms: float) -> str:
+    """'against 1 MiB, 0.04 ms lower: 50 buckets × 0.251 ms = 12.6 ms of all-reduces to 13 × 0.697 = 9.06 ms, hidden
+    behind backward either way, and 2.33 ms exposed after it to 2.37 ms': what DDP's full-size floor at the cap it
+    is ranked at (ddp_ranked_row) differs from the next-best cap's by (the cap of the least ranked figure among the
+    others), per-bucket cost × buckets against the exposed last all-reduce; '' without floors or another cap."""
+    needed = ("full_size_step_floor_ms", "full_size_comm_ms", "full_size_buckets", "full_size_exposed_ms")
+    if any(key not in frame for key in needed) or len(frame) < 2 or pd.isna(backward_ms):
+        return ""
+    mine = ddp_ranked_row(frame)
+    others = frame[frame["bucket_cap_mb"] != mine["bucket_cap_mb"]]
+    values = [ranked_value(s, f, "DDP") for s, f in zip(others["step_ms"], others["full_size_step_floor_ms"],
+                                                        strict=True)]  # fmt: skip
+    if not any(np.isfinite(values)) or pd.isna(mine["full_size_step_floor_ms"]):
+        return ""
+    other = others.iloc[int(np.nanargmin(values))]
+    margin = other["full_size_step_floor_ms"] - mine["full_size_step_floor_ms"]
+    how = f"{abs(margin):.2g} ms {'higher' if margin > 0 else 'lower'}" if abs(margin) >= 0.005 else "alike"
+    hidden = all(r["full_size_comm_ms"] <= backward_ms for r in (other, mine))
+    spent = ", hidden behind backward either way" if hidden else f", against backward's {backward_ms:.3g} ms"
+
+    def made(r) -> str:
+        n = int(r["full_size_buckets"])
+        return f"{n} buckets × {r['full_size_comm_ms'] / max(n, 1):.3g} ms = {r['full_size_comm_ms']:.3g} ms"
+
+    return (f"against {other['bucket_cap_mb']:g} MiB, its floor {how}: {made(other)} of all-reduces to "
+            f"{made(mine)}{spent}, and {other['full_size_exposed_ms']:.3g} ms exposed after it to "
+            f"{mine['full_size_exposed_ms']:.3g} ms")  # fmt: skip
 
 
 def run_as(row, column: str) -> str:
