@@ -194,8 +194,9 @@ def phase_means(steps: pd.DataFrame) -> pd.DataFrame:
 
 
 def typical_step_timeline(timeline: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
-    """Per configuration, rank 0's bucket timeline in its median measured step (the one whose step
-    time is the median), with that step's phase times: what one ordinary step looked like."""
+    """Per configuration, every rank's bucket timeline in rank 0's median measured step (the one whose step time is
+    the median), each rank with its own phase times in that step (each on its own step's clock): what one ordinary
+    step looked like, and how long one rank's collectives waited for another's."""
     if timeline.empty:
         return pd.DataFrame()
     measured = steps[(~steps["warmup"]) & (steps["rank"] == 0) & steps["config_id"].isin(timeline["config_id"])]
@@ -205,9 +206,12 @@ def typical_step_timeline(timeline: pd.DataFrame, steps: pd.DataFrame) -> pd.Dat
         chosen.append(ordered.iloc[(len(ordered) - 1) // 2])
     if not chosen:
         return pd.DataFrame()
-    typical = pd.DataFrame(chosen)[["config_id", "step", *PHASES]]
-    rows = timeline[timeline["rank"] == 0].merge(typical, on=["config_id", "step"])
-    return rows.sort_values(["config_id", "launched_ms", "bucket"]).reset_index(drop=True)  # broadcasts in place
+    typical = pd.DataFrame(chosen)[["config_id", "step"]]
+    phases = steps.merge(typical, on=["config_id", "step"])[["config_id", "rank", "step", *PHASES]]
+    rows = timeline.merge(phases, on=["config_id", "rank", "step"])
+    return rows.sort_values(["config_id", "rank", "launched_ms", "bucket"]).reset_index(
+        drop=True
+    )  # broadcasts in place
 
 
 def box_stats(series: pd.DataFrame) -> pd.DataFrame:
@@ -294,7 +298,7 @@ class RunData:
     predictions: pd.DataFrame = dataclasses.field(default_factory=pd.DataFrame)
     """The step-time model against the run's bucket sweeps (harness.perfmodel.predict)."""
     timeline: pd.DataFrame = dataclasses.field(default_factory=pd.DataFrame)
-    """Per configuration with timed collectives, one typical step of rank 0 (typical_step_timeline)."""
+    """Per configuration with timed collectives, every rank in rank 0's typical step (typical_step_timeline)."""
     decisions: pd.DataFrame = dataclasses.field(default_factory=pd.DataFrame)
     """Under --repeats auto, each verdict and the look it was decided at (harness.analysis.verdicts.decide.history)."""
     traces: dict[str, list[str]] = dataclasses.field(default_factory=dict)

@@ -76,14 +76,17 @@ CAPTIONS = {
     "collectives were in flight (outline) and of the part of it with no compute running (filled), both measured "
     "from the bucket timeline. Right: the share hidden, 1 − Σ not hidden / Σ in flight (naive and flat communicate "
     "after backward by design: 0; a strategy with a single bucket hides none either).",
-    "timeline": "One ordinary step of rank 0 (its median step): the phases on the first row of each strategy, "
+    "timeline": "One ordinary step (rank 0's median step): rank 0's phases on the first row of each strategy, "
     "then each bucket's collective (an all-reduce; FSDP's all-gathers and reduce-scatters; the broadcasts of "
     "buffers before forward and of ZeRO's parameters after its step) from launch to completion. The phases' row "
     "draws in red when a collective was in flight and no compute ran (communication not hidden, taken out of the "
     "phase it fell in as the stacked bars take it: DDP waits for its last buckets inside backward), so a bucket over "
     "the orange backward is hidden, and one over the red is not. A tick marks when a bucket was ready, where it had "
     "to wait for an earlier bucket (buckets launch in order). A step of more than "
-    f"{timeline.MAX_BUCKET_ROWS} collectives (one per parameter) has them all in one row, each at its own time.",
+    f"{timeline.MAX_BUCKET_ROWS} collectives (one per parameter) has them all in one row, each at its own time. "
+    f"Below rank 0's, each other rank's phases and its collectives in one row (every rank up to "
+    f"{timeline.MAX_RANKS_DRAWN}; above, the one whose collectives were longest in flight), on its own step's clock: "
+    "a collective in flight far longer there than on rank 0 waited for another rank's launch.",
     "memory": "Bars side by side are the ranks of one configuration: a taller rank 0 is a rank-0 skew. "
     "Panels without data were not measurable on this machine (null, never 0).",
     "memory_shared": " Ranks shared a GPU here: its device peak (NVML) is the whole GPU's, every rank on it "

@@ -1,6 +1,6 @@
-"""The bucket timeline drawn: in one ordinary step of rank 0, when the phases ran and when each
-bucket was ready, launched and done — the overlap of backward and communication seen directly,
-without a profiler trace."""
+"""The bucket timeline drawn: in one ordinary step (rank 0's median), when each rank's phases ran and when each
+bucket was ready, launched and done — the overlap of backward and communication, and one rank's collectives waiting
+for another's, seen directly, without a profiler trace."""
 
 from __future__ import annotations
 
@@ -20,41 +20,71 @@ MAX_BUCKET_ROWS = 24
 drawn in one row, each at its own time: a row each made the figure thousands of pixels tall."""
 
 
+MAX_RANKS_DRAWN = 4
+"""Up to this many ranks, every rank is drawn; above it, rank 0 and the rank whose collectives were longest in
+flight (the one that waited most for the others)."""
+
+
 def bucket_timeline(
     configs: pd.DataFrame, timeline: pd.DataFrame, *, workload: str, world_size: int
 ) -> go.Figure | None:
-    """A Gantt chart per configuration of `workload` at `world_size` that timed its collectives: one
-    row of phases, one row per bucket (its all-reduce from launch to completion; a tick where it
-    became ready, when that was earlier). None when no configuration there has a timeline."""
+    """A Gantt chart per configuration of `workload` at `world_size` that timed its collectives, in rank 0's typical
+    step: rank 0's row of phases and one row per bucket (its all-reduce from launch to completion; a tick where it
+    became ready, when that was earlier), then each other rank drawn (drawn_ranks): its phases, its collectives in
+    one row; each rank on its own step's clock: a collective in flight far longer on one rank than on rank 0 waited
+    there for another rank's launch. None when no configuration there has a timeline."""
     rows = labelled(configs, workload=workload)
     rows = rows[(rows["world_size"] == world_size) & rows["config_id"].isin(timeline.get("config_id", []))]
     if rows.empty:
         return None
     figure = new_figure()
     order: list[str] = []
+    others: set[str] = set()  # how other ranks were chosen: "every other rank's", or the longest in flight
     for config in rows.itertuples():
-        collectives = timeline[timeline["config_id"] == config.config_id]
-        phase_row = f"{config.label}: phases"
-        order.append(phase_row)
-        _add_phases(figure, phase_row, collectives, first=not figure.data)
-        if len(collectives) > MAX_BUCKET_ROWS:
-            name = f"{config.label}: all {len(collectives)} collectives ({size_label(collectives['bytes'].sum())})"
-            order.append(name)
-            _add_collectives_row(figure, name, collectives)
-            continue
-        for bucket in collectives.itertuples():
-            name = f"{config.label}: {collective_name(bucket)} ({size_label(bucket.bytes)})"
-            order.append(name)
-            _add_bucket(figure, name, bucket)
+        timed = timeline[timeline["config_id"] == config.config_id]
+        ranks = drawn_ranks(timed)
+        every = len(ranks) == timed["rank"].nunique() if "rank" in timed else True
+        others |= {"every other rank's" if every else "the rank's longest in flight"} if len(ranks) > 1 else set()
+        for rank in ranks:
+            collectives = timed[timed["rank"] == rank] if "rank" in timed else timed
+            who = "" if rank == 0 else f"rank {rank}{'' if every else ', longest in flight'}: "
+            phase_row = f"{config.label}: {who}phases"
+            order.append(phase_row)
+            _add_phases(figure, phase_row, collectives, first=not figure.data)
+            if rank != 0 or len(collectives) > MAX_BUCKET_ROWS:
+                size = size_label(collectives["bytes"].sum())
+                name = f"{config.label}: {who}all {len(collectives)} collectives ({size})"
+                order.append(name)
+                _add_collectives_row(figure, name, collectives)
+                continue
+            for bucket in collectives.itertuples():
+                name = f"{config.label}: {collective_name(bucket)} ({size_label(bucket.bytes)})"
+                order.append(name)
+                _add_bucket(figure, name, bucket)
     figure.update_yaxes(categoryorder="array", categoryarray=order, autorange="reversed")
+    then = f", then {' or '.join(sorted(others))}, each rank on its own step's clock" if others else ""
     return styled(
         figure,
-        title=f"{workload} at {world_size} ranks: one typical step of rank 0, its phases and its buckets",
+        title=f"{workload} at {world_size} ranks, one typical step (rank 0's median): rank 0's phases and "
+        f"buckets{then}",
         barmode="overlay",
-        xaxis={"title": "ms from the step's start", "rangemode": "tozero"},
+        xaxis={"title": "ms from the step's start" + (" (each rank's own)" if others else ""), "rangemode": "tozero"},
         height=max(320, 28 * len(order) + 140),
         legend_title="segment",
     )
+
+
+def drawn_ranks(timed: pd.DataFrame) -> list[int]:
+    """The ranks a configuration's step is drawn for: every rank up to MAX_RANKS_DRAWN, else rank 0 and the rank
+    whose collectives were in flight longest (launch to completion, summed: the one that waited most for another's
+    launch); [0] for a timeline of rank 0 alone."""
+    if "rank" not in timed:
+        return [0]
+    ranks = sorted(int(r) for r in timed["rank"].unique())
+    if len(ranks) <= MAX_RANKS_DRAWN:
+        return ranks
+    flight = (timed["done_ms"] - timed["launched_ms"]).groupby(timed["rank"]).sum().drop(0, errors="ignore")
+    return [0, int(flight.idxmax())]
 
 
 def collective_name(collective) -> str:
@@ -138,9 +168,9 @@ def _add_collectives_row(figure: go.Figure, row: str, collectives: pd.DataFrame)
             name="collective in flight", legendgroup="bucket", showlegend=not _named(figure, "collective in flight"),
             orientation="h", y=[row] * len(buckets), x=[end - b.launched_ms for b, end in spans],
             base=[b.launched_ms for b in buckets], marker_color=BUCKET_COLOUR,
-            customdata=[[b.bucket, size_label(b.bytes), b.ready_ms, end] for b, end in spans],
-            hovertemplate=("collective %{customdata[0]} (%{customdata[1]}): ready %{customdata[2]:.2f} ms, launched "
-                           "%{base:.2f} ms, done %{customdata[3]:.2f} ms<extra></extra>"),
+            customdata=[[collective_name(b), size_label(b.bytes), b.ready_ms, end] for b, end in spans],
+            hovertemplate=("%{customdata[0]} (%{customdata[1]}): ready %{customdata[2]:.2f} ms, launched "
+                           "%{base:.2f} ms, done %{customdata[3]:.2f} ms, in flight %{x:.2f} ms<extra></extra>"),
         )
     )  # fmt: skip
 

@@ -287,3 +287,37 @@ def test_the_timeline_draws_backwards_wait_for_its_buckets_apart_from_its_comput
     exposed = overlap.step_communication(phases, [bucket])["exposed_backward_ms"]
     assert red[1] - red[0] == pytest.approx(exposed)  # the step's own figure, drawn where it lies
     assert "a bucket over the orange backward is hidden, and one over the red is not" in captions.CAPTIONS["timeline"]
+
+
+def test_the_timeline_draws_every_ranks_step_so_a_bucket_waiting_for_rank_0_shows():
+    """A bucket-cap skeptic's gpt2 at 2 ranks: rank 1's bucket 0 was in flight 278 → 564 ms waiting for rank 0's
+    launch, but the timeline drew rank 0 alone. It draws each rank in rank 0's median step, on its own clock; above
+    MAX_RANKS_DRAWN ranks, rank 0 and the rank longest in flight, named so."""
+    configs = aggregate.with_labels(pd.DataFrame([{
+        "config_id": "c", "status": "ok", "impl": "stock", "impl_options": "{}", "workload": "gpt2",
+        "world_size": 2, "step_ms_median": 600.0,
+    }]))  # fmt: skip
+    phases = {"forward_ms": 200.0, "backward_ms": 360.0, "sync_ms": 5.0, "optimizer_ms": 20.0}
+    steps = pd.DataFrame([{"config_id": "c", "rank": rank, "step": step, "warmup": False, "step_ms": ms, **phases}
+                          for rank in (0, 1) for step, ms in ((3, 600.0), (4, 580.0), (5, 610.0))])  # fmt: skip
+    stamps = {0: (559.0, 560.0, 565.0), 1: (277.0, 278.0, 564.0)}  # rank 0 launched late: rank 1's bucket waited
+    timeline = pd.DataFrame([{"config_id": "c", "rank": rank, "step": step, "bucket": 0, "bytes": 16 * 2**20,
+                              "ready_ms": ready, "launched_ms": launched, "done_ms": done}
+                             for rank, (ready, launched, done) in stamps.items() for step in (3, 4, 5)])  # fmt: skip
+    typical = aggregate.typical_step_timeline(timeline, steps)
+    assert sorted(zip(typical["rank"], typical["step"], strict=True)) == [(0, 3), (1, 3)]  # rank 0's median step
+    figure = timelinefigures.bucket_timeline(configs, typical, workload="gpt2", world_size=2)
+    assert list(figure.layout.yaxis.categoryarray) == ["stock: phases", "stock: bucket 0 (16 MiB)",
+                                                       "stock: rank 1: phases",
+                                                       "stock: rank 1: all 1 collectives (16 MiB)"]  # fmt: skip
+    bars = {trace.y[0]: (trace.base[0], trace.base[0] + trace.x[0]) for trace in figure.data
+            if trace.name == "collective in flight"}  # fmt: skip
+    assert bars == {
+        "stock: bucket 0 (16 MiB)": (560.0, 565.0),
+        "stock: rank 1: all 1 collectives (16 MiB)": (278.0, 564.0),
+    }
+    assert "then every other rank's, each rank on its own step's clock" in figure.layout.title.text
+    assert "rank 0's median" in figure.layout.title.text and "longest in flight" in captions.CAPTIONS["timeline"]
+    many = pd.DataFrame([{"config_id": "c", "rank": rank, "bucket": 0, "launched_ms": 1.0, "done_ms": 2.0 + rank % 3}
+                         for rank in range(timelinefigures.MAX_RANKS_DRAWN + 2)])  # fmt: skip
+    assert timelinefigures.drawn_ranks(many) == [0, 2]  # in flight 3 ms, the longest (rank 5 ties: the first)
