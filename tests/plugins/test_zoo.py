@@ -503,6 +503,52 @@ def test_a_module_found_nowhere_is_refused_before_torch_is_imported(tmp_path, mo
     assert unfindable("hf:llama") is None and unfindable("tv/x.py:M") is None and unfindable("json:loads") is None
 
 
+def test_a_torchvision_name_it_lacks_is_refused_before_torch_is_imported(tmp_path):
+    """`list torchvision:resnet1888` took 12-21 s to be refused (torch's and torchvision's imports): the names are
+    read from torchvision's source, the very ones its registry lists, and one it lacks is refused in resolve's
+    words before any import."""
+    import subprocess
+
+    import torchvision.models as models
+
+    from workloads._zoo import torchvision_names, unfindable, vision
+
+    assert torchvision_names() == set(models.list_models(module=models))
+    with pytest.raises(ConfigError) as raised:
+        vision.torchvision_source("resnet1888")
+    assert unfindable("torchvision:resnet1888") == str(raised.value) and unfindable("torchvision:resnet18") is None
+    script = ("import sys\nfrom harness import cli\ntry:\n    cli.main(sys.argv[1:])\nexcept SystemExit as e:\n"
+              "    print(e.code, 'torch' in sys.modules)")  # fmt: skip
+    ran = subprocess.run([sys.executable, "-c", script, "list", "torchvision:resnet1888"], capture_output=True,
+                         text=True, cwd=Path(cli.__file__).parents[1])  # fmt: skip
+    assert ran.stdout.split() == ["2", "False"] and ran.stderr == f"ddpbench: error: {raised.value}\n", ran
+
+
+def test_torchvision_names_read_another_way_are_left_to_the_import(tmp_path, monkeypatch):
+    """A model registered other than by `@register_model()` or `@register_model("NAME")` (a call, a name not a literal,
+    two of them) makes the source's names unknown (None): a name torchvision has is never refused by one missing it."""
+    import importlib.machinery
+    import importlib.util
+
+    from workloads import _zoo
+
+    folder = tmp_path / "torchvision"
+    (folder / "models").mkdir(parents=True)
+    (folder / "models" / "a.py").write_text("@register_model()\ndef net_a(): ...\n\n@_api.register_model(name='b')"
+                                            "\ndef net_b(): ...\n")  # fmt: skip
+    spec = importlib.machinery.ModuleSpec("torchvision", None, is_package=True)
+    spec.submodule_search_locations = [str(folder)]
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: spec)
+    _zoo.torchvision_names.cache_clear()
+    monkeypatch.setattr(_zoo, "torchvision_names", _zoo.torchvision_names.__wrapped__)
+    assert _zoo.torchvision_names() == {"net_a", "b"}
+    assert _zoo.unfindable("torchvision:net_b") == "unknown torchvision model 'net_b'; did you mean net_a?"
+    others = ("@register_model(NAME)\ndef c(): ...", "register_model()(c)", "@register_model('c', 'd')\ndef c(): ...")
+    for other in others:
+        (folder / "models" / "c.py").write_text(other)
+        assert _zoo.torchvision_names() is None and _zoo.unfindable("torchvision:c") is None, other
+
+
 @pytest.mark.parametrize(
     ("name", "said"),
     [

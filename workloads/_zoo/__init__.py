@@ -16,8 +16,10 @@ Private (leading underscore): the registry does not load it as a plug-in.
 
 from __future__ import annotations
 
+import functools
+
 from harness.protocols import ConfigError
-from workloads._zoo.source import Source
+from workloads._zoo.source import Source, unknown
 
 ZOOS = ("torchvision", "hf", "timm")
 
@@ -46,12 +48,14 @@ def unfindable(spec: str) -> str | None:
     """Why a `package.module:NAME` spec cannot be imported, where its top package is on neither the import path nor
     in the working folder, as user.load_module says it: found without importing anything, so that a command says it
     before torch loads (a walkthrough's `tv:vit` took 20 s to be refused); None where it may import (resolve
-    decides)."""
+    decides). A `torchvision:NAME` that torchvision's source registers no model by is said here too."""
     import importlib.machinery
     import importlib.util
     import os
 
     left, sep, target = spec.partition(":")
+    if left == "torchvision" and target and (known := torchvision_names()) is not None and target not in known:
+        return str(unknown("torchvision model", target, known))  # resolve's words, 10 s sooner
     if not (sep and left and target) or left in ZOOS or left.endswith(".py") or os.sep in left or "/" in left:
         return None
     top = left.partition(".")[0]
@@ -62,3 +66,46 @@ def unfindable(spec: str) -> str | None:
     return (
         None if found else f"workload module {left!r} cannot be imported: ModuleNotFoundError: No module named {top!r}"
     )
+
+
+@functools.cache  # read once a process, however many specs name torchvision
+def torchvision_names() -> frozenset[str] | None:
+    """The names `torchvision.models.list_models(module=torchvision.models)` gives (`vision.torchvision_source`'s),
+    read from the installed package's source without importing it (torch and torchvision: 10 s, 20 on a busy CPU):
+    each function of a torchvision/models/*.py decorated `@register_model()` (its name) or `@register_model("N")`
+    (N). None where torchvision is not installed, or a file registers a model any other way (a call not a
+    decorator, a name not a literal): the import decides then."""
+    import ast
+    import importlib.util
+    from pathlib import Path
+
+    try:
+        found = importlib.util.find_spec("torchvision")
+    except (ImportError, ValueError):
+        return None
+    if found is None or not found.submodule_search_locations:
+        return None
+    names: set[str] = set()
+    for path in sorted(Path(next(iter(found.submodule_search_locations)), "models").glob("*.py")):
+        text = path.read_text(encoding="utf-8")
+        if "register_model" not in text:
+            continue
+        tree = ast.parse(text)
+        decorated = {id(d): f.name for f in ast.walk(tree) if isinstance(f, ast.FunctionDef) for d in f.decorator_list}
+        for call in ast.walk(tree):
+            if not (isinstance(call, ast.Call) and _called(call.func) == "register_model"):
+                continue
+            given = [*call.args, *(k.value for k in call.keywords if k.arg == "name")]
+            if id(call) not in decorated or len(given) > 1 or len(call.args) + len(call.keywords) != len(given):
+                return None
+            if given and not (isinstance(given[0], ast.Constant) and isinstance(given[0].value, str)):
+                return None
+            names.add(given[0].value if given else decorated[id(call)])
+    return frozenset(names) or None
+
+
+def _called(func) -> str | None:
+    """The name a call's function goes by: `register_model(…)` or `_api.register_model(…)`."""
+    import ast
+
+    return func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
