@@ -207,6 +207,19 @@ def test_a_torchvision_model_takes_its_size_from_the_size_and_is_deterministic()
     assert depths and set(depths) == {0.0}  # every rank would draw its own: no parity otherwise
 
 
+def test_a_model_whose_builder_computes_with_tensors_is_counted_on_the_meta_device():
+    """RegNet's builder computes its widths with tensors, which the meta device refuses: `list` of it (with or without
+    --wopt stem_width=16) once ended in a traceback, "Cannot copy out of meta tensor"."""
+    from harness.measure.modelinfo import parameter_count_on_meta
+
+    workload = workloads.create("torchvision:regnet_y_400mf", size="tiny", options={"stem_width": 16})
+    with torch.device("meta"):
+        model = workload.build_model()
+    assert {t.device.type for t in (*model.parameters(), *model.buffers())} == {"meta"}
+    built = sum(p.numel() for p in workload.build_model().parameters())
+    assert parameter_count_on_meta(workload)[0] == built
+
+
 @pytest.mark.parametrize(("name", "tiny", "small"), [("vit_l_16", 32, 64), ("vit_h_14", 42, 70), ("swin_t", 32, 64)])
 def test_a_vision_transformer_is_tiny_at_tiny_size_not_its_weights_input(name, tiny, small):
     """Their weights' min_size (224) is the pretrained input's: vit_l_16's tiny once cost its full 369 GFLOPs."""
@@ -623,6 +636,8 @@ def test_a_user_file_that_fails_to_import_is_one_line_naming_it_and_the_line(cap
          "num_classes, representation_size)"),  # norm_layer (a layer) too
         (["--workloads", "torchvision:regnet_y_400mf", "--wopt", "colour=red"],  # the meta device refuses its build
          "torchvision:regnet_y_400mf takes no option colour; its options: image_size, num_classes, stem_width)"),
+        (["--workloads", "torchvision:regnet_y_400mf", "--wopt", "stem_width=0"],
+         "ddpbench: error: torchvision:regnet_y_400mf cannot be built with stem_width=0: ZeroDivisionError"),
         # once failed in every rank
         (["--workloads", "torchvision:vit_b_16", "--wopt", "image_size=40"], "--wopt image_size=40 is not valid for "
          "torchvision:vit_b_16; give a multiple of its patch, 16 (e.g. 32 or 48)"),  # once a traceback, then

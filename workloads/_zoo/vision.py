@@ -28,6 +28,7 @@ import dis
 import functools
 import inspect
 import re
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -59,7 +60,17 @@ class ImageModel(WorkloadDefaults):
         self._batch_size, self.requires = batch_size, requires
 
     def build_model(self) -> nn.Module:
-        return deterministic(self._build(self.classes, self.image_size)).train()
+        """The model; on the meta device (a count: `harness.measure.meta_counts`) one whose builder computes with
+        tensors (RegNet's widths), which the meta device refuses, is built on the CPU with each parameter and buffer
+        moved to the meta device as its module registers it (`list` of a RegNet once ended in a traceback)."""
+        try:
+            model = self._build(self.classes, self.image_size)
+        except NotImplementedError:
+            if torch.get_default_device().type != "meta":
+                raise
+            with torch.device("cpu"), parameters_on_meta():
+                model = self._build(self.classes, self.image_size)
+        return deterministic(model).train()
 
     def default_batch_size(self) -> int:
         return self._batch_size
@@ -187,21 +198,24 @@ def options_check(build: Callable[..., ImageModel], shown: str) -> Callable[[dic
 
 @contextlib.contextmanager
 def parameters_on_meta():
-    """Each parameter moved to the meta device as its module registers it: a model whose construction computes
-    with tensors (RegNet's widths), which the meta device refuses, built without the memory of its weights (one
-    parameter at a time is allocated, then dropped)."""
-    register = nn.Module.register_parameter
+    """Each parameter and buffer moved to the meta device as its module registers it: a model whose construction
+    computes with tensors (RegNet's widths), which the meta device refuses, built without the memory of its weights
+    (one parameter at a time is allocated, then dropped), wholly on the meta device, as a count runs it."""
+    register, register_buffer = nn.Module.register_parameter, nn.Module.register_buffer
 
     def on_meta(module: nn.Module, name: str, parameter: nn.Parameter | None) -> None:
         if parameter is not None:
             parameter = nn.Parameter(parameter.to("meta"), requires_grad=parameter.requires_grad)
         register(module, name, parameter)
 
-    nn.Module.register_parameter = on_meta
+    def buffer_on_meta(module: nn.Module, name: str, tensor: torch.Tensor | None, persistent: bool = True) -> None:
+        register_buffer(module, name, None if tensor is None else tensor.to("meta"), persistent)
+
+    nn.Module.register_parameter, nn.Module.register_buffer = on_meta, buffer_on_meta
     try:
         yield
     finally:
-        nn.Module.register_parameter = register
+        nn.Module.register_parameter, nn.Module.register_buffer = register, register_buffer
 
 
 WEIGHTLESS = (lambda: torch.device("meta"), parameters_on_meta)
@@ -232,7 +246,8 @@ def _check_on_meta(build: Callable[..., ImageModel], options: dict[str, Any], sh
         return
     workload = None
     try:
-        with weightless():
+        with weightless(), warnings.catch_warnings():  # (stem_width=0's "zero-element tensors" warning: one line)
+            warnings.simplefilter("ignore")
             workload = build(size="tiny", options=dict(options))
             workload.build_model()
     except ConfigError:  # a value the options themselves refuse, in its own words
