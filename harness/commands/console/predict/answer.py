@@ -51,10 +51,12 @@ def choice_table(state: pd.DataFrame, capacity_gib: float, frames: list[pd.DataF
     if max(map(len, _lines(header, table))) > WIDTH:  # the notes' words too wide beside the figures: marks alone
         table, footnotes = _marked(rows, marks_only=True)
         header = (*header[:-1], "rests on")  # over marks: the header's words no wider than needed
+    floored = "; ≥: the full size's floor ranks it" * any("≥" in cells[2] for cells, _ in rows)  # (none: unsaid)
     unborne = f"; {words}, see below" if (words := unborne_words(errors)) else ""
     where = "below" if said_ahead() else "above"  # one cluster's: said first, ahead of the memory it counted
+    said = f" ({words[2:]})" if (words := floored + unborne + spanned) else ""
     say(f"ddpbench predict: the answer on {cluster_name}, the fastest step of what fits {capacity_gib:g} GiB a GPU as "
-        f"counted {where} (≥: the full size's floor ranks it{unborne}{spanned}):")  # fmt: skip
+        f"counted {where}{said}:")  # fmt: skip
     for line in _lines(header, table):
         say(line)
     for k, ((short, rest), figures) in enumerate(footnotes.items(), start=1):
