@@ -31,7 +31,8 @@ def input_text(workload, *, positions: bool = True) -> str:
     return ""
 
 
-def bench_smaller(name: str, options: dict, *, yours: bool, optimizer: str | None = None) -> tuple[str, str | None]:
+def bench_smaller(name: str, options: dict, *, yours: bool, optimizer: str | None = None,
+                  cluster: str = "dgx-h100") -> tuple[str, str | None]:  # fmt: skip
     """How to bench a model whose full size outgrows this machine: the bench command, at a size that fits and steps
     briefly here, then the predict that counts the one to train from its run (None where no command was found). A
     zoo's or registered model at the largest size that does, its own batch and sequence, the options given to `list`
@@ -39,7 +40,8 @@ def bench_smaller(name: str, options: dict, *, yours: bool, optimizer: str | Non
     halved until it does. A user's 1.1B config.json was told "bench it at --size small", with no command, and benched
     it at the sequence it trains at, 2048: 12 minutes, its first configuration unfinished. The optimizer you train
     with, where known (predict's), is on the bench's line, else one to choose (an Adam user copying it got SGD's
-    memory, and predict counts the run's optimizer)."""
+    memory, and predict counts the run's optimizer). `cluster`: predict's --cluster (and --nodes) as given there,
+    carried into the predict said (it once said dgx-h100 to a user who had asked of dgx-a100-40gb)."""
     from harness.commands.console.invoked import ddpbench_command
 
     if yours:
@@ -70,7 +72,7 @@ def bench_smaller(name: str, options: dict, *, yours: bool, optimizer: str | Non
                  "size; tiny's " + bench.removeprefix(" (") + (f" (or the registered {kin}, the same family at smaller "
                  f"widths: {program} list {kin})" if kin else ""))  # fmt: skip
     bench += chosen  # the optimizer last: a zoo model's kin is said of the command before it
-    predict = f"{program} predict --run RUN --cluster dgx-h100{trains}" + (" --train-wopt seq_len=N" if seq else "")
+    predict = f"{program} predict --run RUN --cluster {cluster}{trains}" + (" --train-wopt seq_len=N" if seq else "")
     return bench, (f"{predict} predicts the model you train" + (", at the sequence N you train at," if seq else "")
                    + " from that run (docs/your-model.md)")  # fmt: skip
 

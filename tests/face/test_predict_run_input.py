@@ -562,9 +562,11 @@ def test_a_workload_too_large_to_profile_here_is_refused_with_the_bench_that_fit
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     monkeypatch.setattr(plan, "available_bytes", lambda: 2**25)  # a 32 MiB machine
     flags = ["--workload", "gpt2", "--size", "small", "--optimizer", "adam", "--results", str(tmp_path)]
-    assert cli.main(["predict", *flags, *CLUSTER, "--local-step-ms", "100"]) == 2
+    asked = ["--cluster", "dgx-a100-40gb", "--nodes", "1,2"]  # carried into the predict said (once dgx-h100's)
+    assert cli.main(["predict", *flags, *asked, "--local-step-ms", "100"]) == 2
     said = _one_line_error(capsys)
     assert "--workload gpt2 --size small: profiling it here would be killed for memory: a DDP rank holds " in said
     assert "Adam's moments" in said and "more than the 32.0 MiB this machine has available; bench it smaller (" in said
-    assert "--size tiny --batch-size 4 --optimizer adam, then " in said and "predict --run RUN" in said
+    assert "--size tiny --batch-size 4 --optimizer adam, then " in said
+    assert "predict --run RUN --cluster dgx-a100-40gb --nodes 1,2 " in said
     assert _files(tmp_path) == []  # nothing written

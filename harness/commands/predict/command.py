@@ -350,18 +350,20 @@ def _fresh_setup(args: argparse.Namespace, device) -> dict:
     size = size if size != "auto" else ("full" if device.type == "cuda" else "small")
     batch = args.batch_size or source.create(size=size, options={}).default_batch_size()
     optimizer = args.optimizer or "sgd"
-    _refuse_too_large(source.spec, size, batch=batch, optimizer=optimizer)
+    asked = f"{args.cluster or 'dgx-h100'}" + (f" --nodes {args.nodes}" if args.nodes else "")  # the predict said
+    _refuse_too_large(source.spec, size, batch=batch, optimizer=optimizer, cluster=asked)
     return {"workload": source.spec, "size": size, "batch_size": batch, "dtype": "fp32", "optimizer": optimizer}
 
 
-def _refuse_too_large(spec: str, size: str, *, batch: int, optimizer: str) -> None:
+def _refuse_too_large(spec: str, size: str, *, batch: int, optimizer: str, cluster: str) -> None:
     """Refused where profiling `spec` here (one process, its batch and optimizer) would outgrow this machine's memory,
     with `list`'s path: bench it smaller, then predict --run --train-wopt. A 1.3B Llama was profiled here anyway and
-    killed for memory after 7 minutes, where `list` and `bench --dry-run` said its ranks would be."""
+    killed for memory after 7 minutes, where `list` and `bench --dry-run` said its ranks would be. `cluster`: the
+    --cluster (and --nodes) asked, carried into the predict said."""
     from harness.commands.fits_here import bench_smaller, too_large_here
     from harness.commands.info import _yours
 
     if too_large := too_large_here(spec, size, {}, batch=batch, optimizer=optimizer, ranks=1, many=False):
-        how, then = bench_smaller(spec, {}, yours=_yours(spec), optimizer=optimizer)
+        how, then = bench_smaller(spec, {}, yours=_yours(spec), optimizer=optimizer, cluster=cluster)
         raise ConfigError(f"--workload {spec} --size {size}: profiling it here would be killed for memory: "
                           f"{too_large}; bench it smaller{how}" + (f", then {then}" if then else ""))  # fmt: skip
