@@ -778,13 +778,14 @@ def test_what_does_not_fit_is_said_as_the_sum_it_is_and_where_the_bucket_copy_ov
         "+ 95.2 GiB held unsharded, stock and zero 177 GiB = 143 GiB of model state + 10 GiB of activations + 23.8 GiB "
         "of gradient buckets; activations in bf16)"
     )
-    # DDP's bucket copy is what overflows: said, with what gradient_as_bucket_view needs, which fits (a 1.3B Llama's)
+    # DDP's bucket copy is what overflows: said, with what gradient_as_bucket_view needs, which fits (a 1.3B Llama's),
+    # the flag spelt as a label beside it spells the option (once '=true' beside 'stock gradient_as_bucket_view=False')
     held = {"held_param_mb": 5 * GIB, "held_grad_mb": 5 * GIB, "held_optimizer_state_mb": 10 * GIB}
     state = _state([("stock", 8, 20.0)]).assign(activation_mb=14.9 * GIB, buckets_mb=5.01 * GIB, batch_size=2, **held)
     (row,) = choice_table.table_rows(predictions.labelled(state), [_frame(8, 100.0, 104.0)], 39.39)
     assert row[-1].endswith(
         "; stock does not fit (over 39.39 GiB: stock 39.9 GiB = 20 GiB of model state + 14.9 GiB of activations + "
-        "5.01 GiB of gradient buckets; with --opt gradient_as_bucket_view=true 34.9 GiB, which fits, at DDP's step)"
+        "5.01 GiB of gradient buckets; with --opt gradient_as_bucket_view=True 34.9 GiB, which fits, at DDP's step)"
     )
 
 

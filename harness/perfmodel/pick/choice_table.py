@@ -245,12 +245,13 @@ def _unfit(choice: Choice, counted_in: tuple = ("", "bf16")) -> list[Note]:
 
 def overflow_words(at: pd.DataFrame, strategies: list[str], capacity_gib: float = 0.0) -> str:
     """'over 39.39 GiB: stock 39.9 GiB = 20 GiB of model state + 14.9 GiB of activations + 5.01 GiB of gradient
-    buckets; with --opt gradient_as_bucket_view=true 34.9 GiB, which fits, at DDP's step': what each strategy's
+    buckets; with --opt gradient_as_bucket_view=True 34.9 GiB, which fits, at DDP's step': what each strategy's
     rank needs at its step's peak (need_mb) as the sum it is, its model state and the larger of backward's part and
     the optimizer step's (strategies alike said once), against `capacity_gib`; where DDP's bucket copy is what
     overflows, the need without it, which gradient_as_bucket_view gives, at DDP's step (its all-reduces are DDP's).
     A 1.3B Llama's read 'stock 14.9 GiB of activations', its largest part, of an overflow that was a sum, 1.3 % over,
-    5.01 GiB of it buckets; '' where the rows do not tell the state by kind."""
+    5.01 GiB of it buckets; '' where the rows do not tell the state by kind. The flag is spelt as the labels beside it
+    spell the option ('stock gradient_as_bucket_view=False'), which --opt takes as it is (it once read '=true')."""
     from harness.analysis import roles
     from harness.perfmodel.memory import mib_text, need_mb
 
@@ -281,7 +282,7 @@ def overflow_words(at: pd.DataFrame, strategies: list[str], capacity_gib: float 
         viewed = float(need_mb(rows.assign(buckets_mb=0.0, step_buckets_mb=0.0)).iloc[0])
         reference = bool(roles.is_reference(roles.with_roles(rows)).iloc[0]) if "impl" in rows else False
         if capacity_gib and reference and mb("buckets_mb") > 0 and viewed <= capacity_gib * 1024:
-            text += f"; with --opt gradient_as_bucket_view=true {mib_text(viewed)}, which fits, at DDP's step"
+            text += f"; with --opt gradient_as_bucket_view=True {mib_text(viewed)}, which fits, at DDP's step"
         said.setdefault(text, []).append(strategy)
     over = f"over {capacity_gib:g} GiB: " * bool(capacity_gib and said)
     return over + ", ".join(f"{' and '.join(names)} {text}" for text, names in said.items())
