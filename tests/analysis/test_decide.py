@@ -92,9 +92,11 @@ def test_the_console_says_how_many_are_decided_what_runs_next_and_what_stayed_op
     versus = sweep.versus_reference(sweep.recommendations(configs, steps, confidence=CONFIDENCE).iloc[0])
     assert said[0] == (
         f"ddpbench: repeats auto after 2 repeats: 1 of 1 open: w2 gpt2/tiny stock, so far fastest 1 "
-        f"MiB; {versus}; 2 more configuration runs, about 75 s to decide them at the spread seen, a "
+        f"MiB, {versus}; 2 more configuration runs, about 75 s to decide them at the spread seen, a "
         "rough guide from 2 repeats"
-    )  # the verdict named, with its estimate as it forms, and no bracket inside a bracket
+    )  # the verdict named, with its estimate as it forms (one clause: '; ' parts verdicts), no bracket in a bracket
+    two = rounds.one_clause(f"fastest 1 MiB; {versus}")  # two sweeps open: once read as three verdicts
+    assert two == f"fastest 1 MiB, {versus}" and ";" not in two.split("(")[0]
     assert "((" not in said[0] and max(_depth(said[0])) == 1
     assert said[-1].endswith("at the spread seen, a rough guide from 2 repeats, more than the 30 s left of "
                              "--budget")  # fmt: skip
