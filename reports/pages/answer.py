@@ -42,7 +42,7 @@ from reports.pages.evidence import (
     too_few_text,
 )
 from reports.pages.html import HEADING_NAME, esc, name_html, table
-from reports.pages.legend import predict_links, strategies_legend
+from reports.pages.legend import deployable, passed_over, predict_links, strategies_legend
 from reports.pages.optimizer_lead import optimizer_lead
 from reports.pages.pooled import MISSING, ranked, run_confidence, value
 
@@ -173,7 +173,7 @@ def world_table(group: pd.DataFrame, recommendations: pd.DataFrame, *, workload:
     group = one_layout_pooled(group)  # ranked as the headline ranks: caps of one bucket layout are one row
     reference = reference_row(group)
     rows, classes, shown_caps = [], [], set()
-    rank = 0
+    rank, leader = 0, deployable(group[~group["is_floor"]]).index[:1]  # bold: the one the headline names
     for _, row in group.iterrows():
         rank += not row["is_floor"]
         cap = MISSING
@@ -184,7 +184,7 @@ def world_table(group: pd.DataFrame, recommendations: pd.DataFrame, *, workload:
                                           world=int(row["world_size"]), options=row["options"]) or MISSING)  # fmt: skip
         rows.append([
             "floor" if row["is_floor"] else str(rank),
-            f"<b>{esc(row['strategy'])}</b>" if rank == 1 and not row["is_floor"] else esc(row["strategy"]),
+            f"<b>{esc(row['strategy'])}</b>" if row.name in leader else esc(row["strategy"]),
             milliseconds(row["step_ms"]), esc(against_reference(row, reference)), cap,
             alerts.hidden_cell(row), parity_cell(row), noise_cell(row),
         ])  # fmt: skip
@@ -202,10 +202,10 @@ def lead(group: pd.DataFrame) -> tuple[str, str]:
     Against stock too, where stock is not the one it beat. Caps of one layout are one (one_layout_pooled). Plain text
     (the caller escapes it)."""
     group = one_layout_pooled(group)
-    contenders = group[~group["is_floor"]]
-    best = contenders.iloc[0]
+    contenders = deployable(measured := group[~group["is_floor"]])
+    best, over = contenders.iloc[0], f"; {words}" if (words := passed_over(measured)) else ""
     if len(contenders) == 1:
-        return best["strategy"], f" is the only strategy measured ({step_said(best)})"
+        return best["strategy"], f" is the only strategy {'to deploy ' * bool(over)}measured ({step_said(best)}){over}"
     reference = reference_row(group)
     runner = contenders.iloc[1]
     runner_name = reference_name(reference) if runner["strategy"] == _name(reference) else runner["strategy"]
@@ -218,7 +218,8 @@ def lead(group: pd.DataFrame) -> tuple[str, str]:
         words = (f" leads ({at}); {runner_name} makes the same buckets, so the two are one measurement "
                  f"({proof['times']:.2f}× apart: the launches' spread)")  # fmt: skip
     elif proof["judged"] == SIGNIFICANT:
-        words = f" is fastest ({at}): {decide.versus(own['times'], next_step, interval=interval)}"
+        fastest = "fastest to deploy" if over else "fastest"
+        words = f" is {fastest} ({at}): {decide.versus(own['times'], next_step, interval=interval)}"
     elif proof["judged"] == NOT_SIGNIFICANT:
         words = f" leads ({at}), {NO_CHANGE_SHOWN}: {decide.versus(own['times'], next_step, interval=interval)}"
     elif int(best["world_size"]) == 1:  # no verdict is about it: no need to name, no repeats to add
@@ -237,7 +238,7 @@ def lead(group: pd.DataFrame) -> tuple[str, str]:
                       f"{stats.REFERENCE_CAP_MB:g} MiB cap)")  # fmt: skip
     if reference is not None and reference["strategy"] not in (best["strategy"], runner["strategy"]):
         words += ", and " + versus_stock(best, reference)
-    return best["strategy"], words
+    return best["strategy"], words + over
 
 
 def _name(row: pd.Series | None) -> str | None:
@@ -266,7 +267,7 @@ def versus_stock(best: pd.Series, reference: pd.Series) -> str:
 def lead_caveat(group: pd.DataFrame) -> str:
     """The index's compact form of lead()'s doubt: '' when the repeats back the winner, else 'leads; no 5%
     change shown', 'leads; too few repeats' or, two caps that made one layout, 'leads; the same buckets as the next'."""
-    contenders = one_layout_pooled(group)[lambda rows: ~rows["is_floor"]]
+    contenders = deployable(one_layout_pooled(group)[lambda rows: ~rows["is_floor"]])
     if len(contenders) < 2:
         return ""
     proof = evidence(contenders.iloc[0], contenders.iloc[1])
@@ -287,15 +288,17 @@ def headline(group: pd.DataFrame, control: float | None = None) -> str:
     alone (caps_alone_spread) are not ranked at one rank, where they have nothing to all-reduce; elsewhere their
     spread is said beside `control`'s, one rank's."""
     group = one_layout_pooled(group)  # caps of one bucket layout: one configuration, not a cap to name
-    contenders = group[~group["is_floor"]]
+    contenders = deployable(measured := group[~group["is_floor"]])  # the leader named: one to deploy
     if contenders.empty:
         return f"At {world_label(int(group['world_size'].iloc[0]))}: only the no-communication floor was measured."
     best = contenders.iloc[0]
     parity = esc(parity_words(best))  # a lossy hook's: why and by how much, not a bare 'not judged'
     noisy = f"; {best['noise']}" if best["noise"] else ""
+    noisy += f"; {over}" if (over := passed_over(measured)) else ""  # an instrument ranked above it, said so
     start = f"At {world_label(int(best['world_size']))}: <b>{esc(best['strategy'])}</b>"
     if len(contenders) == 1:
-        return f"{start} is the only strategy measured ({esc(step_said(best))}); {parity}{esc(noisy)}."
+        only = "only strategy to deploy" if over else "only strategy"
+        return f"{start} is the {only} measured ({esc(step_said(best))}); {parity}{esc(noisy)}."
     if (spread := caps_alone_spread(contenders)) is not None and int(best["world_size"]) == 1:
         least, most = (milliseconds(contenders["step_ms"].agg(how)) for how in ("min", "max"))
         steps = f"{least.removesuffix(' ms')}–{most} a step"
@@ -319,7 +322,10 @@ def headline(group: pd.DataFrame, control: float | None = None) -> str:
     if judged == "same":
         verb, verdict = "leads", f"{next_one}, makes the same buckets: one measurement"
     elif judged == SIGNIFICANT:
-        verb, verdict = "is fastest", f"decided{repeats}" + ("" if stock_next else f": {faster} {next_one}")
+        verb, verdict = (
+            "is fastest" + " to deploy" * bool(over),
+            f"decided{repeats}" + ("" if stock_next else f": {faster} {next_one}"),
+        )
     elif judged == NOT_SIGNIFICANT:
         verb, verdict = "leads", f"tied with {next_one}: {NO_CHANGE_SHOWN}"
     elif int(best["world_size"]) == 1:  # never judged: a need would read as a verdict the run works towards
@@ -375,7 +381,7 @@ def answer_section(run: RunData, workloads: list[str]) -> str:
             world, verdicts = int(group["world_size"].iloc[0]), run.recommendations  # the caps' verdicts, then all
             caps, said = alerts.cap_verdicts(verdicts, workload=workload, world=world, explain=not explained)
             explained |= said  # the buckets' why, once a page
-            contenders = one_layout_pooled(group).loc[lambda rows: ~rows["is_floor"]]
+            contenders = deployable(one_layout_pooled(group).loc[lambda rows: ~rows["is_floor"]])
             lead = optimizer_lead(contenders, reference, run)
             parts += [f"<p class=headline>{headline(group, control)}{lead}</p>", caps,
                       world_table(group, verdicts, workload=workload)]  # fmt: skip

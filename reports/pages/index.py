@@ -18,7 +18,7 @@ from harness.perfmodel import network
 from reports import aggregate
 from reports.aggregate import machine_summary
 from reports.figures import network as netfigures
-from reports.pages import alerts, answer, evidence, pooled
+from reports.pages import alerts, answer, evidence, legend, pooled
 from reports.pages.html import FigureList, esc, page, reproduce_html, shared_link, table
 
 BUSBW_CAPTION = (  # under the first op's figure only: it holds for each
@@ -48,7 +48,7 @@ def run_headline(configs: pd.DataFrame, meta: dict[str, Any] | None = None) -> s
             continue
         world = int(frame["world_size"].max())
         group = evidence.one_layout_pooled(frame[frame["world_size"] == world])  # as the run page's headline
-        contenders = group[~group["is_floor"]]
+        contenders = legend.deployable(group[~group["is_floor"]])  # the leader named: one to deploy
         rows = configs[configs["workload"] == workload]
         setup = "/".join(str(v) for v in (workload, _first(rows, "size")) if v is not None)
         said_setup = " ".join(str(v) for v in (_first(rows, "dtype"), _first(rows, "optimizer")) if v)
@@ -59,6 +59,7 @@ def run_headline(configs: pd.DataFrame, meta: dict[str, Any] | None = None) -> s
         best = contenders.iloc[0]
         said = lead_words(group, found)
         said += ["one rank: nothing communicated, only each strategy's own cost"] if world == 1 else []
+        said += [over] if (over := legend.passed_over(group[~group["is_floor"]])) else []
         lines.append(where + f"<b>{esc(best['strategy'])}</b> {esc(answer.step_said(best))}"
                      + (f" ({esc('; '.join(said))})" if said else ""))  # fmt: skip
     return "<br>".join(lines) or "nothing measured"
@@ -73,7 +74,7 @@ def lead_words(group: pd.DataFrame, found: list[decide.Verdict]) -> list[str]:
     it): ['fastest'], ['leads; too few repeats'], …; where the next is not the reference, it is named, and the run's
     own verdict of the leader against the reference follows in the console's words ('vs stock: faster, at 0.61×
     stock's step (1.64× faster)'): the verdict --repeats auto decided, which the lead over the next is not."""
-    contenders = group[~group["is_floor"]]
+    contenders = legend.deployable(group[~group["is_floor"]])
     if len(contenders) < 2:
         return []
     caveat = answer.lead_caveat(group) or "fastest"  # as the header promises
@@ -152,8 +153,8 @@ def index_page(
     rows = [[f'<a href="runs/{esc(quote(r["page"]))}.html">{esc(r["run_id"])}</a><br><small>{esc(r["started_at"])}'
              f"</small>{_whatif_link(r, shared)}", r["fastest"], r["machine"], r["strategies"], r["status"],
              comparison_links(r["page"], comparisons)] for r in runs]  # fmt: skip
-    head = ["run", "leading strategy as measured on the run's machine (largest world size, step: geometric mean of "
-            "repeats; 'fastest' where decided)",
+    head = ["run", "leading strategy to deploy as measured on the run's machine (largest world size, step: "
+            "geometric mean of repeats; 'fastest' where decided)",
             "machine", "strategies", "configurations", "comparisons (BASE → NEW)"]  # fmt: skip
     listing = (
         table(head, rows)

@@ -3,6 +3,8 @@ wrote of the run. Pure: the run's names in, HTML out."""
 
 from __future__ import annotations
 
+import pandas as pd
+
 from harness.analysis import roles
 from reports.pages.html import esc, shared_link
 
@@ -26,3 +28,21 @@ def strategies_legend(shown: list[str], leaders: set[str] = frozenset()) -> str:
     led = [f"<b>{esc(impl)}</b> leads above but is {esc(said[impl][1])}" for impl in shown
            if impl in leaders and said[impl][1]]  # fmt: skip
     return f"<p class=caption>{'; '.join(led) + '. ' if led else ''}Strategies: {'; '.join(named)}.</p>"
+
+
+def deployable(contenders: pd.DataFrame) -> pd.DataFrame:
+    """`contenders` (ranked, the floor left out) from the fastest strategy to deploy on: the instruments ranked above
+    it (naive, flat, bucketed: their plug-in's `instrument`), which an answer never names its leader, passed over
+    (`passed_over` says them), those below kept as the rows it is judged against; all where none is one to deploy.
+    A run page once ranked bucketed, "not a strategy to deploy", first, and the index named it the run's fastest."""
+    instrument = [bool(roles.described(impl)[1]) for impl in contenders["impl"]] if len(contenders) else []
+    first = next((k for k, out in enumerate(instrument) if not out), 0)
+    return contenders.iloc[first:]
+
+
+def passed_over(contenders: pd.DataFrame) -> str:
+    """'bucketed ran faster but is not a strategy to deploy': the instruments `deployable` passed over; '' for none."""
+    above = list(dict.fromkeys(contenders["impl"].iloc[: len(contenders) - len(deployable(contenders))]))
+    if not above:
+        return ""
+    return f"{' and '.join(above)} ran faster but {'is' if len(above) == 1 else 'are'} not a strategy to deploy"

@@ -54,14 +54,33 @@ def test_strategies_are_ranked_by_step_time_with_local_as_the_floor_last(configs
 
 
 def test_the_headline_names_the_fastest_communicating_strategy_against_stock(configs):
-    line = answer.headline(pooled.ranked(configs, workload="gpt2"))
+    zero = configs.assign(impl=configs["impl"].replace("bucketed", "zero"))  # a strategy to deploy, in its place
+    line = answer.headline(pooled.ranked(with_labels(zero), workload="gpt2"))
     # the answer in one sentence a team lead may read alone: the strategy and cap, the step it buys, decided or not
     # (the ratio to the next and its interval: section 1's sentence and the table's column)
-    assert line == ("At 2 ranks: <b>bucketed bucket_cap_mb=25</b> leads: 80.00 ms a step, so far 1.25× faster "
+    assert line == ("At 2 ranks: <b>zero bucket_cap_mb=25</b> leads: 80.00 ms a step, so far 1.25× faster "
                     "than stock; not decided: too few repeats (have 1, need about 2, a rough guide from 1 repeat); "
                     "parity ok; noisy steps "
                     "(CV 0.30).")  # fmt: skip
     assert len(re.sub("<[^>]+>", "", line).split()) < 40
+
+
+def test_an_instrument_ranked_first_is_not_the_answer_which_names_the_fastest_to_deploy(configs):
+    """bucketed, "not a strategy to deploy" (its plug-in's `instrument`), headed the page and the index as the run's
+    answer: it keeps its rank in the table, and the answer names the fastest strategy to deploy, saying why not it."""
+    frame = pooled.ranked(configs, workload="gpt2")
+    assert answer.headline(frame) == (
+        "At 2 ranks: <b>stock</b> leads: 100.0 ms a step; not decided: too few repeats "
+        "to tell it from the next, naive (have 1, need about 2, a rough guide from 1 "
+        "repeat); parity ok; bucketed ran faster but is not a strategy to deploy."
+    )
+    alone = frame[frame["impl"] != "naive"]  # no other to deploy: said so
+    assert answer.headline(alone).startswith("At 2 ranks: <b>stock</b> is the only strategy to deploy measured (")
+    html = answer.world_table(frame, pd.DataFrame(), workload="gpt2")
+    assert "<td>1</td><td>bucketed bucket_cap_mb=25</td>" in html and "<td>2</td><td><b>stock</b></td>" in html
+    assert pages.run_headline(configs) == ("gpt2/small, 2 ranks: <b>stock</b> 100.0 ms (leads; too few repeats; "
+                                           "bucketed ran faster but is not a strategy to deploy)")  # fmt: skip
+    assert legend.deployable(frame[~frame["is_floor"]])["impl"].tolist() == ["stock", "naive"]  # judged against below
 
 
 def test_a_missing_column_is_a_dash_not_a_crash(configs):

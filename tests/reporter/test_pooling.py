@@ -23,7 +23,7 @@ from reports.pages.run import takeaways
 def repeats(impl: str, medians: list[float], *, world: int = 2, options: dict | None = None, **extra) -> list[dict]:
     """One config row per repeat of one strategy."""
     options = options or {}
-    cap = options.get("bucket_cap_mb", 25.0 if impl in ("stock", "bucketed") else None)
+    cap = options.get("bucket_cap_mb", 25.0 if impl in ("stock", "zero") else None)
     rows = []
     for r, ms in enumerate(medians):
         row = {"config_id": f"{impl}-{json.dumps(options)}-w{world}-r{r}", "status": "ok", "impl": impl,
@@ -45,13 +45,13 @@ def run(*strategies: list[dict]) -> pd.DataFrame:
     return with_labels(pd.DataFrame([row for rows in strategies for row in rows]))
 
 
-# The reviewer's page: one repeat of bucketed cap 1 is the fastest single measurement (60 ms), but its
-# repeats disagree; bucketed cap 25 is the fastest strategy once repeats are pooled.
+# The reviewer's page: one repeat of zero cap 1 is the fastest single measurement (60 ms), but its
+# repeats disagree; zero cap 25 is the fastest strategy once repeats are pooled.
 SPLIT = run(
     repeats("local", [30.0, 31.0]),
     repeats("stock", [100.0, 102.0], scaling_efficiency=[0.30, 0.40], mem_peak_rss_mb=[900.0, 950.0]),
-    repeats("bucketed", [60.0, 140.0], options={"bucket_cap_mb": 1.0}, scaling_efficiency=[0.79, 0.48]),
-    repeats("bucketed", [80.0, 82.0], options={"bucket_cap_mb": 25.0}, scaling_efficiency=[0.50, 0.52]),
+    repeats("zero", [60.0, 140.0], options={"bucket_cap_mb": 1.0}, scaling_efficiency=[0.79, 0.48]),
+    repeats("zero", [80.0, 82.0], options={"bucket_cap_mb": 25.0}, scaling_efficiency=[0.50, 0.52]),
     repeats("naive", [160.0, 165.0], scaling_efficiency=[0.20, 0.21]),
 )
 
@@ -60,23 +60,23 @@ def test_the_headline_and_the_takeaway_name_the_same_pooled_winner_and_no_repeat
     group = pooled.ranked(SPLIT, workload="mlp")
     headline = answer.headline(group)
     said = takeaways.fastest(SPLIT, workload="mlp")
-    assert headline.startswith("At 2 ranks: <b>bucketed bucket_cap_mb=25</b> leads")
-    assert said.startswith("At 2 ranks bucketed bucket_cap_mb=25 leads")
+    assert headline.startswith("At 2 ranks: <b>zero bucket_cap_mb=25</b> leads")
+    assert said.startswith("At 2 ranks zero bucket_cap_mb=25 leads")
     assert "#" not in said and "#" not in html.unescape(headline)  # never a repeat's label
-    assert said.endswith("naive is slowest, at 2.01× the step of bucketed bucket_cap_mb=25.")  # 162.5 / 81
+    assert said.endswith("naive is slowest, at 2.01× the step of zero bucket_cap_mb=25.")  # 162.5 / 81
 
 
 def test_a_winner_backed_by_its_repeats_is_fastest_with_the_interval():
     group = pooled.ranked(SPLIT, workload="mlp")
-    # next is bucketed cap 1 (geometric mean 91.7 ms), whose repeats disagree too much to tell it from 81 ms; the
+    # next is zero cap 1 (geometric mean 91.7 ms), whose repeats disagree too much to tell it from 81 ms; the
     # ratio is of geometric means (91.7 / 81.0 ms), the estimate ranks and intervals are built around
     judged = stats.ratio_interval([80.0, 82.0], [60.0, 140.0])
     # two caps of one sweep: the repeats it needs are the sweep's (launch by launch from 8), as its cap table says
     assert sweep.recommend_cap({25.0: [80.0, 82.0], 1.0: [60.0, 140.0]}, aligned=True)["repeats_needed"] == 416
     assert judged["low"] < 1 < judged["high"] and f"{judged['ratio']:.2f}" == "1.13"
     assert in_full(group) == (
-        "bucketed bucket_cap_mb=25 leads (80.99 ms); too few repeats to tell it from "
-        f"bucketed bucket_cap_mb=1, the next: so far {1 / judged['ratio']:.2f}× the step of bucketed bucket_cap_mb=1 "
+        "zero bucket_cap_mb=25 leads (80.99 ms); too few repeats to tell it from "
+        f"zero bucket_cap_mb=1, the next: so far {1 / judged['ratio']:.2f}× the step of zero bucket_cap_mb=1 "
         f"({judged['ratio']:.2f}× faster; 95% interval {sweep.TOO_WIDE}; have 2 repeats, need about 416, a rough guide "
         "from 2 repeats), and faster than stock: "
         "0.80× stock's step (1.25× faster; "
@@ -84,33 +84,33 @@ def test_a_winner_backed_by_its_repeats_is_fastest_with_the_interval():
     )
     # the page's headline: the answer in one sentence, the step against stock, and why it is not decided
     assert answer.headline(group) == (
-        "At 2 ranks: <b>bucketed bucket_cap_mb=25</b> leads: 80.99 ms a step, 1.25× faster than stock; not decided: "
-        "too few repeats to tell it from the next, bucketed bucket_cap_mb=1 (have 2, need about 416, a rough guide "
+        "At 2 ranks: <b>zero bucket_cap_mb=25</b> leads: 80.99 ms a step, 1.25× faster than stock; not decided: "
+        "too few repeats to tell it from the next, zero bucket_cap_mb=1 (have 2, need about 416, a rough guide "
         "from 2 repeats); parity ok."
     )
     against_stock = stats.ratio_interval([80.0, 82.0], [100.0, 102.0])
     assert against_stock["low"] > 1  # stock's interval excludes 1: a plain "faster than stock"
-    clean = run(repeats("stock", [100.0, 102.0]), repeats("bucketed", [80.0, 82.0]))
+    clean = run(repeats("stock", [100.0, 102.0]), repeats("zero", [80.0, 82.0]))
     line = in_full(pooled.ranked(clean, workload="mlp"))
-    # The leader's step over the next's, the interval of that same ratio: its ends are stock's over bucketed's, swapped.
-    assert line == (f"bucketed is fastest (80.99 ms): 0.80× the step of the next, stock (1.25× faster; 95% "
+    # The leader's step over the next's, the interval of that same ratio: its ends are stock's over zero's, swapped.
+    assert line == (f"zero is fastest (80.99 ms): 0.80× the step of the next, stock (1.25× faster; 95% "
                     f"interval {1 / against_stock['high']:.2f}–{1 / against_stock['low']:.2f})")  # fmt: skip
     assert "not significant" not in line and "leads" not in line
     assert answer.headline(pooled.ranked(clean, workload="mlp")) == (
-        "At 2 ranks: <b>bucketed</b> is fastest: 80.99 ms a step, 1.25× faster than stock; decided over 2 repeats; "
+        "At 2 ranks: <b>zero</b> is fastest: 80.99 ms a step, 1.25× faster than stock; decided over 2 repeats; "
         "parity ok."
     )
 
 
 def test_the_reviewers_case_says_not_significantly_and_an_interval_with_a_tiny_end_too_wide():
-    noisy = run(repeats("stock", [1.0, 1.18]), repeats("bucketed", [0.30, 1.04], options={"bucket_cap_mb": 25.0}))
+    noisy = run(repeats("stock", [1.0, 1.18]), repeats("zero", [0.30, 1.04], options={"bucket_cap_mb": 25.0}))
     group = pooled.ranked(noisy, workload="mlp")
     line = in_full(group)
     judged = stats.ratio_interval([0.30, 1.04], [1.0, 1.18])
     assert judged["low"] < 0.01  # the interval the old page printed as "(0.00–…)"
     assert f"{judged['ratio']:.2f}" == "1.94"  # of geometric means (1.086 / 0.559 ms), the interval's centre
     assert line.startswith(
-        "bucketed bucket_cap_mb=25 leads (0.56 ms); too few repeats to tell it from stock, the "
+        "zero bucket_cap_mb=25 leads (0.56 ms); too few repeats to tell it from stock, the "
         f"next: so far 0.51× stock's step (1.94× faster; 95% interval {sweep.TOO_WIDE}; have 2 repeats"
     )  # not '<0.01–…' beside a step's 'too wide to bound it': one wording for an interval that bounds nothing
     assert "0.00" not in line
@@ -120,26 +120,26 @@ def test_the_reviewers_case_says_not_significantly_and_an_interval_with_a_tiny_e
 
 
 def test_one_repeat_a_side_is_too_few_to_tell_never_a_bare_winner():
-    single = run(repeats("stock", [100.0]), repeats("bucketed", [80.0]), repeats("naive", [90.0]))
+    single = run(repeats("stock", [100.0]), repeats("zero", [80.0]), repeats("fsdp", [90.0]))
     line = in_full(pooled.ranked(single, workload="mlp"))
-    assert "leads (80.00 ms); too few repeats to tell it from naive, the next: so far 0.89× naive's step" in line
+    assert "leads (80.00 ms); too few repeats to tell it from fsdp, the next: so far 0.89× fsdp's step" in line
     assert ("too few repeats to tell it from stock: so far 0.80× stock's step (1.25× faster; --repeats 2 or more; "
             "have 1, need about 2, a rough guide from 1 repeat)") in line  # fmt: skip
     assert (
         "leads: 80.00 ms a step, so far 1.25× faster than stock; not decided: too few repeats to tell it from the "
-        "next, naive (have 1, these two need about" in answer.headline(pooled.ranked(single, workload="mlp"))
+        "next, fsdp (have 1, these two need about" in answer.headline(pooled.ranked(single, workload="mlp"))
     )
-    assert pages.run_headline(single).endswith("80.00 ms (leads; too few repeats to tell it from naive, the next; vs "
+    assert pages.run_headline(single).endswith("80.00 ms (leads; too few repeats to tell it from fsdp, the next; vs "
                                                "stock: too few repeats to tell)")  # fmt: skip
     setup = single.assign(dtype="fp32", optimizer="adam")  # the index names what a run's memory answer rests on
-    assert pages.run_headline(setup).startswith("mlp/tiny fp32 adam, 2 ranks: <b>bucketed</b>")
+    assert pages.run_headline(setup).startswith("mlp/tiny fp32 adam, 2 ranks: <b>zero</b>")
     assert ratio_number(0.004) == "<0.01" and ratio_number(927.1) == "927"
     assert ratio_number(83191606.53) == ">1000"  # two repeats' 99.5 % interval: unbounded, not a figure
-    alone = run(repeats("stock", [100.0, 101.0], world=1), repeats("bucketed", [80.0, 81.0], world=1))
+    alone = run(repeats("stock", [100.0, 101.0], world=1), repeats("zero", [80.0, 81.0], world=1))
     assert pages.run_headline(alone).endswith(  # decided: 'fastest', as the index's header promises
         "(fastest; one rank: nothing communicated, only each strategy&#x27;s own cost)"
     )
-    once = run(repeats("stock", [100.0], world=1), repeats("bucketed", [80.0], world=1))
+    once = run(repeats("stock", [100.0], world=1), repeats("zero", [80.0], world=1))
     assert pages.run_headline(once).endswith(
         "(leads; too few repeats; one rank: nothing communicated, only each strategy&#x27;s own cost)"
     )  # one bracket, not two
@@ -148,7 +148,7 @@ def test_one_repeat_a_side_is_too_few_to_tell_never_a_bare_winner():
 
 def test_stock_as_shipped_is_the_one_without_options_not_an_explicit_cap_25():
     both = run(repeats("stock", [100.0, 101.0]), repeats("stock", [90.0, 91.0], options={"bucket_cap_mb": 25.0}),
-               repeats("bucketed", [80.0, 81.0]))  # fmt: skip
+               repeats("zero", [80.0, 81.0]))  # fmt: skip
     group = pooled.ranked(both, workload="mlp")
     assert answer.reference_row(group)["strategy"] == "stock"
     assert answer.reference_name(answer.reference_row(group)) == "stock"
@@ -161,7 +161,7 @@ def test_stock_as_shipped_is_the_one_without_options_not_an_explicit_cap_25():
 def test_an_explicit_cap_25_stands_in_only_named_for_what_it_is():
     explicit = run(repeats("stock", [100.0, 102.0], options={"bucket_cap_mb": 25.0}),
                    repeats("stock", [110.0, 111.0], options={"bucket_cap_mb": 1.0}),
-                   repeats("bucketed", [80.0, 82.0], options={"bucket_cap_mb": 1.0}))  # fmt: skip
+                   repeats("zero", [80.0, 82.0], options={"bucket_cap_mb": 1.0}))  # fmt: skip
     group = pooled.ranked(explicit, workload="mlp")
     name = "stock bucket_cap_mb=25 (first bucket 25 MiB)"
     assert answer.reference_name(answer.reference_row(group)) == name
@@ -194,7 +194,7 @@ def test_stock_asking_its_defaults_by_name_is_the_reference_named_plain_with_no_
 def test_comm_hidden_pools_every_repeat_and_noise_is_the_median_cv():
     mixed = run(
         repeats("stock", [100.0, 101.0, 100.5]),
-        repeats("bucketed", [80.0, 81.0, 80.5], comm_ms=[10.0, 10.0, 20.0], exposed_comm_ms=[10.0, 0.0, 5.0],
+        repeats("zero", [80.0, 81.0, 80.5], comm_ms=[10.0, 10.0, 20.0], exposed_comm_ms=[10.0, 0.0, 5.0],
                 step_ms_cv=[0.05, 0.04, 0.5]),
     )  # fmt: skip
     row = pooled.ranked(mixed, workload="mlp").iloc[0]
@@ -252,23 +252,23 @@ def test_scaling_memory_and_communication_sentences_name_each_strategy_once_pool
 
 def test_pooled_scaling_pairs_the_same_options_and_setup_and_names_no_figure_for_mixed_setups():
     swept = run(
-        repeats("bucketed", [10.0, 10.0], world=1, options={"bucket_cap_mb": 1.0}, samples_per_s=[100.0, 100.0]),
-        repeats("bucketed", [10.0, 10.0], world=1, options={"bucket_cap_mb": 25.0}, samples_per_s=[50.0, 50.0]),
-        repeats("bucketed", [20.0, 20.0], options={"bucket_cap_mb": 1.0}, samples_per_s=[120.0, 120.0]),
-        repeats("bucketed", [20.0, 20.0], options={"bucket_cap_mb": 25.0}, samples_per_s=[90.0, 90.0]),
+        repeats("zero", [10.0, 10.0], world=1, options={"bucket_cap_mb": 1.0}, samples_per_s=[100.0, 100.0]),
+        repeats("zero", [10.0, 10.0], world=1, options={"bucket_cap_mb": 25.0}, samples_per_s=[50.0, 50.0]),
+        repeats("zero", [20.0, 20.0], options={"bucket_cap_mb": 1.0}, samples_per_s=[120.0, 120.0]),
+        repeats("zero", [20.0, 20.0], options={"bucket_cap_mb": 25.0}, samples_per_s=[90.0, 90.0]),
     )
     frame = pooled.ranked(swept, workload="mlp").set_index(["world_size", "strategy"])["scaling_efficiency"]
-    assert frame[(2, "bucketed bucket_cap_mb=1")] == pytest.approx(0.6)  # 120 / (2 × 100), its own cap's baseline
-    assert frame[(2, "bucketed bucket_cap_mb=25")] == pytest.approx(0.9)  # 90 / (2 × 50)
+    assert frame[(2, "zero bucket_cap_mb=1")] == pytest.approx(0.6)  # 120 / (2 × 100), its own cap's baseline
+    assert frame[(2, "zero bucket_cap_mb=25")] == pytest.approx(0.9)  # 90 / (2 × 50)
     # Two batch sizes under one strategy name are two setups: no single figure is theirs.
     mixed = swept.assign(batch_size=[8, 8, 8, 8, 8, 16, 8, 8])
     assert pooled.ranked(mixed, workload="mlp").set_index(["world_size", "strategy"]).loc[
-        (2, "bucketed bucket_cap_mb=1"), "scaling_efficiency"] is None  # fmt: skip
+        (2, "zero bucket_cap_mb=1"), "scaling_efficiency"] is None  # fmt: skip
     both_scaled = pd.concat([mixed, mixed.iloc[[0]].assign(batch_size=16, samples_per_s=60.0, config_id="b16")])
     keyed = both_scaled.assign(dtype="fp32", optimizer="sgd", device="cpu", backend="gloo", nnodes=1)
     assert sorted(scaling.pooled_scaling(keyed)["scaling_efficiency"]) == pytest.approx([0.6, 0.9, 1, 1, 1, 1])
     assert pooled.ranked(both_scaled, workload="mlp").set_index(["world_size", "strategy"]).loc[
-        (2, "bucketed bucket_cap_mb=1"), "scaling_efficiency"] is None  # 0.6 at batch 8, 1.0 at 16  # fmt: skip
+        (2, "zero bucket_cap_mb=1"), "scaling_efficiency"] is None  # 0.6 at batch 8, 1.0 at 16  # fmt: skip
     assert pooled.ranked(swept.drop(columns="samples_per_s"), workload="mlp")["scaling_efficiency"].isna().all()
     without_baseline = swept[swept["world_size"] == 2]
     assert pooled.ranked(without_baseline, workload="mlp")["scaling_efficiency"].isna().all()
@@ -277,12 +277,12 @@ def test_pooled_scaling_pairs_the_same_options_and_setup_and_names_no_figure_for
 def test_a_strategy_that_hides_none_is_given_the_after_backward_reason_only_by_design():
     timed = run(
         repeats("stock", [100.0, 101.0]),
-        repeats("bucketed", [80.0, 81.0], comm_ms=[5.0, 5.0], exposed_comm_ms=[5.0, 5.0]),  # one bucket: 0 %
+        repeats("zero", [80.0, 81.0], comm_ms=[5.0, 5.0], exposed_comm_ms=[5.0, 5.0]),  # one bucket: 0 %
         repeats("naive", [120.0, 121.0], comm_ms=[9.0, 9.0], exposed_comm_ms=[9.0, 9.0]),
         repeats("flat", [110.0, 111.0], comm_ms=[6.0, 6.0], exposed_comm_ms=[6.0, 6.0]),
     )
     assert takeaways.communication(timed, workload="mlp") == (
-        "At 2 ranks bucketed hides none; flat and naive hide none (by design: they communicate after backward)."
+        "At 2 ranks zero hides none; flat and naive hide none (by design: they communicate after backward)."
     )
     untimed = timed.assign(comm_ms=np.nan, exposed_comm_ms=np.nan, samples_per_s=np.nan)
     assert takeaways.communication(untimed, workload="mlp") == "" and takeaways.scaling(untimed, workload="mlp") == ""
@@ -293,7 +293,7 @@ def test_an_auto_runs_answer_judges_at_its_stopping_rules_confidence():
     95 % that the run's own rule left open (the reviewer's page said '1.08× faster (1.01–1.14)' there)."""
     auto = pooled.run_confidence({"config": {"repeats": "auto", "max_repeats": 20}})
     assert auto == pytest.approx(0.995) and pooled.run_confidence({"config": {"repeats": 3}}) == stats.CONFIDENCE
-    close = run(repeats("stock", [100.0, 103.0, 98.0]), repeats("bucketed", [89.0, 92.0, 90.0]))
+    close = run(repeats("stock", [100.0, 103.0, 98.0]), repeats("zero", [89.0, 92.0, 90.0]))
     assert stats.ratio_interval([89.0, 92.0, 90.0], [100.0, 103.0, 98.0])["low"] > 1.05  # beyond 5 % at 95 %
     assert stats.ratio_interval([89.0, 92.0, 90.0], [100.0, 103.0, 98.0], confidence=auto)["low"] < 1
     fixed = in_full(pooled.ranked(close, workload="mlp"))
@@ -305,8 +305,8 @@ def test_an_auto_runs_answer_judges_at_its_stopping_rules_confidence():
 
 def test_at_one_rank_which_the_stopping_rule_never_judges_the_answer_looks_once_at_95_percent():
     auto = pooled.run_confidence({"config": {"repeats": "auto", "max_repeats": 20}})
-    both = run(repeats("stock", [100.0, 103.0], world=1), repeats("bucketed", [92.0, 95.0], world=1),
-               repeats("stock", [100.0, 103.0]), repeats("bucketed", [92.0, 95.0]))  # fmt: skip
+    both = run(repeats("stock", [100.0, 103.0], world=1), repeats("zero", [92.0, 95.0], world=1),
+               repeats("stock", [100.0, 103.0]), repeats("zero", [92.0, 95.0]))  # fmt: skip
     frame = pooled.ranked(both, workload="mlp", confidence=auto)
     assert set(frame.loc[frame["world_size"] == 1, "confidence"]) == {stats.CONFIDENCE}
     assert frame.loc[frame["world_size"] == 2, "confidence"].tolist() == pytest.approx([0.995, 0.995])
@@ -321,27 +321,27 @@ def test_at_one_rank_which_the_stopping_rule_never_judges_the_answer_looks_once_
     assert f"; {answer.ONE_RANK}: against the next, stock, an estimate 0.92× stock's step (1.09× faster" in one
     assert "need about" in in_full(frame[frame["world_size"] == 2])
     at = {world: frame[frame["world_size"] == world] for world in (1, 2)}
-    cells = [answer.against_reference(at[w][at[w]["impl"] == "bucketed"].iloc[0], answer.reference_row(at[w]))
+    cells = [answer.against_reference(at[w][at[w]["impl"] == "zero"].iloc[0], answer.reference_row(at[w]))
              for w in (1, 2)]  # fmt: skip
     assert cells[0].startswith("not judged (estimate 0.92×") and cells[1].startswith("too few repeats to tell")
 
 
 def test_the_answer_calls_significant_only_what_the_verdicts_call_beyond_the_threshold_too():
-    """A page once said 'bucketed 1.13× faster (1.01–1.25)' while the run's verdict said 'too few repeats to
+    """A page once said 'zero 1.13× faster (1.01–1.25)' while the run's verdict said 'too few repeats to
     tell': the interval excluded 1 but not the 5 % threshold. The answer now judges as the verdicts do."""
-    small = run(repeats("stock", [100.0, 103.0, 98.0]), repeats("bucketed", [90.0, 93.0, 91.0]))
+    small = run(repeats("stock", [100.0, 103.0, 98.0]), repeats("zero", [90.0, 93.0, 91.0]))
     assert stats.ratio_interval([90.0, 93.0, 91.0], [100.0, 103.0, 98.0])["low"] > 1  # significant, not beyond 5 %
     frame = pooled.ranked(small, workload="mlp")
-    bucketed = frame[frame["strategy"] == "bucketed"].iloc[0]
+    zero = frame[frame["strategy"] == "zero"].iloc[0]
     reference = frame[frame["strategy"] == "stock"].iloc[0]
-    assert answer.against_reference(bucketed, reference).startswith("too few repeats to tell (estimate")
+    assert answer.against_reference(zero, reference).startswith("too few repeats to tell (estimate")
     assert "leads (" in in_full(frame) and "have 3 repeats, need about" in in_full(frame)
     assert "leads: " in answer.headline(
         frame
     ) and "not decided: too few repeats (have 3, need about" in answer.headline(frame)
-    level = run(repeats("stock", [100.0, 130.0]), repeats("bucketed", [99.9, 130.1]))  # a walkthrough's at one rank
+    level = run(repeats("stock", [100.0, 130.0]), repeats("zero", [99.9, 130.1]))  # a walkthrough's at one rank
     frame = pooled.ranked(level, workload="mlp")
-    said = answer.against_reference(frame[frame["strategy"] == "bucketed"].iloc[0], answer.reference_row(frame))
+    said = answer.against_reference(frame[frame["strategy"] == "zero"].iloc[0], answer.reference_row(frame))
     assert said.startswith("too few repeats to tell (estimate 1.00×, interval")  # not '1.00× faster'
 
 
@@ -349,7 +349,7 @@ def test_not_significant_means_the_verdicts_narrow_interval_that_decides_neither
     """'no 5% change shown' is the verdicts' 'no significant change': an interval narrower than ±5 % that calls
     neither way (it once read 'not significant', beside intervals such as 1.01–1.08 that exclude 1); a wide one
     is 'too few repeats to tell' (the docs' promise), never 'no 5% change shown'."""
-    tight = run(repeats("stock", [100.0, 100.4, 100.2]), repeats("bucketed", [99.6, 100.0, 99.8]))
+    tight = run(repeats("stock", [100.0, 100.4, 100.2]), repeats("zero", [99.6, 100.0, 99.8]))
     assert stats.verdict([99.6, 100.0, 99.8], [100.0, 100.4, 100.2], threshold=0.05)["verdict"] == stats.NO_CHANGE
     frame = pooled.ranked(tight, workload="mlp")
     assert answer.against_reference(frame.iloc[0], frame.iloc[1]).endswith(", no 5% change shown")
@@ -360,14 +360,14 @@ def test_not_significant_means_the_verdicts_narrow_interval_that_decides_neither
 
 def test_ranks_rest_on_the_geometric_means_the_ratios_are_built_around():
     """Bucketed's median (1 ms) beats stock's (2 ms) but its geometric mean (2.15 ms) does not: ranked by median,
-    the page once put bucketed first and called it '0.93× faster'. One estimate ranks and compares."""
-    split = run(repeats("stock", [2.0, 2.0, 2.0]), repeats("bucketed", [1.0, 1.0, 10.0]))
+    the page once put zero first and called it '0.93× faster'. One estimate ranks and compares."""
+    split = run(repeats("stock", [2.0, 2.0, 2.0]), repeats("zero", [1.0, 1.0, 10.0]))
     frame = pooled.ranked(split, workload="mlp")
-    assert frame["strategy"].tolist() == ["stock", "bucketed"]
+    assert frame["strategy"].tolist() == ["stock", "zero"]
     assert frame["step_ms"].tolist() == pytest.approx([2.0, stats.geometric_mean([1.0, 1.0, 10.0])])
     line = in_full(frame)
-    assert line.startswith("stock leads (2.00 ms); too few repeats to tell it from bucketed, "
-                           "the next: so far 0.93× bucketed's step (1.08× faster")  # fmt: skip
+    assert line.startswith("stock leads (2.00 ms); too few repeats to tell it from zero, "
+                           "the next: so far 0.93× zero's step (1.08× faster")  # fmt: skip
     assert "0.93× faster" not in line and "estimate 1.08×, interval" in answer.world_table(frame, pd.DataFrame(),
                                                                                           workload="mlp")  # fmt: skip
 
@@ -379,7 +379,7 @@ def test_the_legend_states_not_significant_as_the_rule_applies_it_not_as_a_diffe
     fast, slow = [100.0, 102.0, 98.0], [104.0, 106.0, 104.0]
     judged = stats.verdict(fast, slow, threshold=0.05)
     assert judged["verdict"] == stats.NO_CHANGE and judged["high"] > 1.09  # reaches past 5 %, still no change
-    frame = pooled.ranked(run(repeats("stock", slow), repeats("bucketed", fast)), workload="mlp")
+    frame = pooled.ranked(run(repeats("stock", slow), repeats("zero", fast)), workload="mlp")
     assert (
         answer.against_reference(frame.iloc[0], frame.iloc[1]) == "0.96× (1.05× faster; 0.92–1.00), no 5% change shown"
     )
@@ -433,7 +433,7 @@ def test_the_slowest_said_of_a_layout_that_made_the_leaders_buckets_is_one_measu
     row now (one_layout_pooled); stock's default layout, which made the same bucket, is still one measurement."""
     one = [[0.13]] * 2
     rows = run(repeats("stock", [8.0, 8.1], options={"bucket_cap_mb": 100.0}, bucket_sizes_mb=one),
-               repeats("bucketed", [12.0, 12.4]),
+               repeats("zero", [12.0, 12.4]),
                repeats("stock", [20.0, 21.0], bucket_sizes_mb=one),
                repeats("stock", [16.0, 17.0], options={"bucket_cap_mb": 1.0}, bucket_sizes_mb=one))  # fmt: skip
     said = takeaways.fastest(rows, workload="mlp")
@@ -450,7 +450,7 @@ def test_caps_that_made_one_layout_head_the_page_and_the_index_as_one_pooled_lau
     rows = run(repeats("stock", [7.8, 8.0], options={"bucket_cap_mb": 100.0}, bucket_sizes_mb=one[:2]),
                repeats("stock", [10.0, 10.4, 9.8, 10.2, 10.1, 9.9, 10.3, 10.0], options={"bucket_cap_mb": 25.0},
                        bucket_sizes_mb=one),
-               repeats("bucketed", [9.0, 9.2, 9.1, 8.9, 9.0, 9.1, 9.2, 9.0], options={"bucket_cap_mb": 25.0}),
+               repeats("zero", [9.0, 9.2, 9.1, 8.9, 9.0, 9.1, 9.2, 9.0], options={"bucket_cap_mb": 25.0}),
                repeats("local", [5.0, 5.1]))  # fmt: skip
     group = pooled.ranked(rows, workload="mlp")
     assert group.iloc[0]["strategy"] == "stock bucket_cap_mb=100"  # the table still ranks each cap
@@ -462,14 +462,14 @@ def test_caps_that_made_one_layout_head_the_page_and_the_index_as_one_pooled_lau
         stats.geometric_mean(launches)
     )
     headline = html.unescape(answer.headline(group))
-    assert headline.startswith("At 2 ranks: <b>bucketed bucket_cap_mb=25</b> is fastest: 9.06 ms a step"), headline
+    assert headline.startswith("At 2 ranks: <b>zero bucket_cap_mb=25</b> is fastest: 9.06 ms a step"), headline
     assert "the next, stock (caps 25, 100 MiB: one bucket layout) (" in in_full(group)
     assert "bucket_cap_mb=100" not in headline
     index = html.unescape(pages.run_headline(rows))
-    assert "<b>bucketed bucket_cap_mb=25</b> 9.06 ms (fastest)" in index, index
+    assert "<b>zero bucket_cap_mb=25</b> 9.06 ms (fastest)" in index, index
     quick = run(repeats("stock", [7.8, 8.0], options={"bucket_cap_mb": 100.0}, bucket_sizes_mb=one[:2]),
                 repeats("stock", [10.0, 10.4], options={"bucket_cap_mb": 25.0}, bucket_sizes_mb=one[:2]),
-                repeats("bucketed", [9.4, 9.6], options={"bucket_cap_mb": 25.0}))  # fmt: skip
+                repeats("zero", [9.4, 9.6], options={"bucket_cap_mb": 25.0}))  # fmt: skip
     index = html.unescape(pages.run_headline(quick))  # no cap named as the leader where its caps made one layout
     said = "<b>stock (caps 25, 100 MiB: one bucket layout)</b> 8.98 ms, both caps' launches pooled (leads; too few"
     assert said in index, index  # a figure no row holds: said to be pooled, as the run page says it
@@ -480,8 +480,8 @@ def test_the_answer_opens_at_the_largest_world_size():
     the 2-rank answer the run exists for came after its table."""
     from reports.aggregate import RunData
 
-    both = run(repeats("stock", [10.0, 10.5], world=1), repeats("bucketed", [11.0, 11.2], world=1),
-               repeats("stock", [20.0, 20.5]), repeats("bucketed", [18.0, 18.2]))  # fmt: skip
+    both = run(repeats("stock", [10.0, 10.5], world=1), repeats("zero", [11.0, 11.2], world=1),
+               repeats("stock", [20.0, 20.5]), repeats("zero", [18.0, 18.2]))  # fmt: skip
     page = answer.answer_section(RunData(meta={}, configs=both, ranks=pd.DataFrame(), phases=pd.DataFrame(),
                                          boxes=pd.DataFrame(), series=pd.DataFrame()), ["mlp"])  # fmt: skip
     assert "At 2 ranks:" in page and page.index("At 2 ranks:") < page.index("At 1 rank:")
@@ -545,7 +545,7 @@ def test_caps_of_one_layout_say_their_step_is_pooled_and_their_buckets_once():
     assert page.count(answer.POOLED_CAPS.strip()) == 1  # how, in the caption
     assert page.count(sweep.ONLY_BETWEEN) == 1 and page.count("every cap makes one bucket of 0.13 MiB") == 1
     assert page.count("flat: any of 5, 25 MiB (every cap makes the same buckets)") == 2 * 2 * 2 - 1  # lines, cells
-    # The table ranks as the headline does: a CPU page's bold first row was 'bucketed bucket_cap_mb=1', one of two caps
+    # The table ranks as the headline does: a CPU page's bold first row was 'zero bucket_cap_mb=1', one of two caps
     # of one program, under a headline that named zero first; each cap's noise stays in the pooled row's cell.
     assert not re.search(r"<td>(<b>)?(zero|stock) bucket_cap_mb=", page) and f"<td>{pooled_ms:.2f} ms</td>" in page
     assert page.count("<td>1</td><td><b>zero (caps 5, 25 MiB: one bucket layout)</b></td>") == 2
@@ -596,44 +596,44 @@ def test_one_runs_pages_pool_each_workload_once_at_each_confidence_asked(monkeyp
 
 
 def test_a_strategy_verdict_over_caps_of_one_layout_is_the_pages_pooled_figure():
-    """A run at load ~9 said 'bucketed bucket_cap_mb=25 vs stock bucket_cap_mb=25: slower, at 3.60×' from two repeats
-    of one cap, while bucketed's caps 1 and 25 (one bucket: one computation) measured 2.30/3.21 against 11.82/11.35
+    """A run at load ~9 said 'zero bucket_cap_mb=25 vs stock bucket_cap_mb=25: slower, at 3.60×' from two repeats
+    of one cap, while zero's caps 1 and 25 (one bucket: one computation) measured 2.30/3.21 against 11.82/11.35
     ms, and the page ranked those caps as one configuration. The verdict judges what the page ranks: each side's caps
     of one layout pooled per launch, named as the page names them, at the page's ratio."""
     one = [[0.13]] * 2
     rows = run(repeats("stock", [3.0, 3.2], options={"bucket_cap_mb": 1.0}, bucket_sizes_mb=one),
                repeats("stock", [3.1, 3.3], options={"bucket_cap_mb": 25.0}, bucket_sizes_mb=one),
-               repeats("bucketed", [2.30, 3.21], options={"bucket_cap_mb": 1.0}, bucket_sizes_mb=one),
-               repeats("bucketed", [11.82, 11.35], options={"bucket_cap_mb": 25.0}, bucket_sizes_mb=one))  # fmt: skip
+               repeats("zero", [2.30, 3.21], options={"bucket_cap_mb": 1.0}, bucket_sizes_mb=one),
+               repeats("zero", [11.82, 11.35], options={"bucket_cap_mb": 25.0}, bucket_sizes_mb=one))  # fmt: skip
     (verdict,) = decide.strategy_verdicts(rows, confidence=stats.CONFIDENCE)
     # the layout note once, not on both sides; the ratio's words name stock as the subject does
-    assert verdict.subject == "w2 mlp/tiny bucketed vs stock (each: caps 1, 25 MiB, one bucket layout)"
+    assert verdict.subject == "w2 mlp/tiny zero vs stock (each: caps 1, 25 MiB, one bucket layout)"
     assert verdict.line().count("one bucket layout") == 1, verdict.line()
     assert len(verdict.config_ids) == 8  # every cap of each side runs again while it is open
     group = evidence.one_layout_pooled(pooled.ranked(rows, workload="mlp"))
     reference = answer.reference_row(group)
-    bucketed = group[group["impl"] == "bucketed"].iloc[0]
+    zero = group[group["impl"] == "zero"].iloc[0]
     assert reference["strategy"] == "stock (caps 1, 25 MiB: one bucket layout)"
     ratio = stats.geometric_mean([np.sqrt(2.30 * 11.82), np.sqrt(3.21 * 11.35)]) / stats.geometric_mean(
         [np.sqrt(3.0 * 3.1), np.sqrt(3.2 * 3.3)]
     )
-    assert bucketed["step_ms"] / reference["step_ms"] == pytest.approx(ratio)
+    assert zero["step_ms"] / reference["step_ms"] == pytest.approx(ratio)
     said = f"{ratio:.2f}×"
     assert said in (verdict.word if verdict.decided else verdict.so_far), verdict.line()
-    assert answer.against_reference(bucketed, reference).startswith(
+    assert answer.against_reference(zero, reference).startswith(
         ("too few repeats to tell (estimate " if not verdict.decided else "") + said
     )
 
 
 def test_a_verdict_names_a_one_layout_side_once_and_one_repeat_in_the_singular():
-    """A review read 'bucketed (caps 1, 25 MiB: one bucket layout) vs stock (caps 1, 25 MiB: one bucket layout): open
+    """A review read 'zero (caps 1, 25 MiB: one bucket layout) vs stock (caps 1, 25 MiB: one bucket layout): open
     after 1 repeats'. One side pooled keeps its own note; a count of one is said in the singular."""
     one = [[0.13]]
     rows = run(repeats("stock", [3.0], options={"bucket_cap_mb": 1.0}, bucket_sizes_mb=one),
                repeats("stock", [3.1], options={"bucket_cap_mb": 25.0}, bucket_sizes_mb=one),
-               repeats("bucketed", [2.3], options={"bucket_cap_mb": 25.0}, bucket_sizes_mb=one))  # fmt: skip
+               repeats("zero", [2.3], options={"bucket_cap_mb": 25.0}, bucket_sizes_mb=one))  # fmt: skip
     (verdict,) = decide.strategy_verdicts(rows, confidence=stats.CONFIDENCE)
-    assert verdict.line().startswith("w2 mlp/tiny bucketed bucket_cap_mb=25 vs stock (caps 1, 25 MiB: one bucket "
+    assert verdict.line().startswith("w2 mlp/tiny zero bucket_cap_mb=25 vs stock (caps 1, 25 MiB: one bucket "
                                      "layout): open after 1 repeat; "), verdict.line()  # fmt: skip
     assert evidence.decided_text(pd.Series({"decided_after": 1, "repeats": 1, "repeats_needed": 5})) == "after 1 repeat"
 
@@ -645,7 +645,7 @@ def test_caps_of_one_layout_are_named_as_typed_not_as_the_bytes_ddp_recorded():
                        bucket_cap_mb=0.000499725),
                repeats("stock", [8.2, 8.0], options={"bucket_cap_mb": 0.001}, bucket_sizes_mb=one,
                        bucket_cap_mb=0.000999451),
-               repeats("bucketed", [12.0, 12.4]))  # fmt: skip
+               repeats("zero", [12.0, 12.4]))  # fmt: skip
     group = evidence.one_layout_pooled(pooled.ranked(rows, workload="mlp"))
     assert group.iloc[0]["strategy"] == "stock (caps 0.0005, 0.001 MiB: one bucket layout)", group.iloc[0]["strategy"]
 
@@ -655,7 +655,7 @@ def test_one_noisy_cap_of_a_pooled_layout_is_said_in_the_singular_and_its_note_k
     one = [[0.13]] * 2
     rows = run(repeats("stock", [8.0, 8.1], options={"bucket_cap_mb": 1.0}, bucket_sizes_mb=one),
                repeats("stock", [8.2, 8.0], options={"bucket_cap_mb": 25.0}, bucket_sizes_mb=one, step_ms_cv=0.3),
-               repeats("bucketed", [12.0, 12.4]))  # fmt: skip
+               repeats("zero", [12.0, 12.4]))  # fmt: skip
     group = evidence.one_layout_pooled(pooled.ranked(rows, workload="mlp"))
     stock = group[group["impl"] == "stock"].iloc[0]
     assert stock["noise"] == "noisy at cap 25 (the table says how)", stock["noise"]
@@ -713,28 +713,28 @@ def test_a_knob_sweep_names_each_configuration_by_what_it_sets_short_and_distinc
 
 
 def test_the_overlap_chart_draws_the_pooled_share_the_sentence_above_it_says():
-    """§4's sentence said 'bucketed hides 54%' (pooled) over a chart of one repeat's 45 %: the chart pools now."""
+    """§4's sentence said 'zero hides 54%' (pooled) over a chart of one repeat's 45 %: the chart pools now."""
     from reports.aggregate import communication_over_repeats, typical_repeats
     from reports.figures.steps import exposed_communication
 
     comm = run(
         repeats("local", [30.0, 31.0, 32.0]),
-        repeats("bucketed", [80.0, 82.0, 90.0], comm_ms=[100.0, 200.0, 300.0], exposed_comm_ms=[55.0, 60.0, 180.0]),
+        repeats("zero", [80.0, 82.0, 90.0], comm_ms=[100.0, 200.0, 300.0], exposed_comm_ms=[55.0, 60.0, 180.0]),
     )
     said = takeaways.communication(comm, workload="mlp")
-    assert "bucketed hides 51% of its communication (200.0 ms per step, mean)" in said  # 1 − 295/600
+    assert "zero hides 51% of its communication (200.0 ms per step, mean)" in said  # 1 − 295/600
     figure = exposed_communication(communication_over_repeats(typical_repeats(comm), comm), workload="mlp")
     shares = [t.y[0] for t in figure.data if t.hovertemplate.startswith("%{y:.0%} hidden")]
     assert shares == [pytest.approx(1 - 295 / 600)]  # the median repeat (82 ms) hid 70 %
 
 
 def test_the_index_says_given_up_where_the_console_gave_the_verdict_up():
-    """A resnet50 run's console said of bucketed vs stock 'out of reach within --max-repeats at this spread, so given
+    """A resnet50 run's console said of zero vs stock 'out of reach within --max-repeats at this spread, so given
     up' and 'more repeats will not decide it', where the index said '(leads; too few repeats)'."""
     from harness.analysis.verdicts import decide
 
     spread = [0.5, 2.4, 1.0, 0.45, 1.9, 0.7, 2.2, 0.8]
-    rows = run(repeats("stock", spread), repeats("bucketed", [s * 1.02 for s in reversed(spread)]))
+    rows = run(repeats("stock", spread), repeats("zero", [s * 1.02 for s in reversed(spread)]))
     meta = {"config": {"repeats": "auto", "max_repeats": 20}}
     (verdict,) = decide.strategy_verdicts(rows, confidence=decide.look_confidence(20), max_repeats=20)
     assert verdict.given_up and not verdict.decided  # what the console said
@@ -777,6 +777,6 @@ def test_caps_at_one_rank_are_not_ranked_and_their_spread_is_said_beside_two_ran
     assert control == pytest.approx(1736.8 / 858.3, rel=1e-3)
     beside = html.unescape(answer.headline(two, control))
     assert "; stock's caps spread 1.55× here, 2.02× at 1 rank with nothing to all-reduce" in beside
-    mixed = pooled.ranked(run(repeats("stock", [100.0, 101.0], world=1), repeats("bucketed", [90.0, 91.0], world=1)),
+    mixed = pooled.ranked(run(repeats("stock", [100.0, 101.0], world=1), repeats("zero", [90.0, 91.0], world=1)),
                           workload="mlp")  # fmt: skip
     assert evidence.caps_alone_spread(mixed) is None and "all-reduce" not in answer.headline(mixed)  # strategies

@@ -16,6 +16,7 @@ from harness.perfmodel.memory import mib_text
 from harness.results.values import counted, message_words, options_of
 from reports.aggregate import usable_cores, world_label
 from reports.pages import alerts, answer, evidence, pooled
+from reports.pages.legend import deployable
 from reports.pages.whatif.full_size import default_configuration, yours_instead
 
 
@@ -41,8 +42,9 @@ def fastest(configs: pd.DataFrame, *, workload: str, confidence: float = stats.C
         return ""
     name, words = answer.lead(group)
     sentence = f"At {world_label(int(group['world_size'].iloc[0]))} {name}{words}"
-    if len(contenders) > 2:  # with two, 'next' already named the slowest
-        best, worst = contenders.iloc[0], contenders.iloc[-1]
+    judged = deployable(contenders)  # the leader lead() names, and those below it
+    best, worst = judged.iloc[0], judged.iloc[-1]
+    if len(judged) > 2:  # with two, 'next' already named the slowest
         slowest = decide.versus(worst["step_ms"] / best["step_ms"], decide.step_of(best["strategy"]))
         proof = evidence.evidence(best, worst)
         if proof.get("same_buckets"):  # its cap made best's buckets: one measurement
