@@ -201,7 +201,7 @@ def test_a_verdict_given_up_runs_no_more_and_says_why(monkeypatch):
     out.truncate(0), out.seek(0)  # one given up while another runs on: the count of open ones runs says so
     rounds.verdict_round(Decided([hopeless, still], 8, None), next_round=[object()])
     assert out.getvalue().splitlines()[0] == ("ddpbench: repeats auto after 8 repeats: given up as out of reach "
-                                              "within --max-repeats: w2 mlp/small stock; 1 of 2 open, 1 given up: w2 "
+                                              "within --max-repeats: w2 mlp/small stock; 1 given up, 1 of 2 open: w2 "
                                               "mlp/small naive vs stock; 1 more configuration run")  # fmt: skip
 
 

@@ -133,7 +133,7 @@ def one_clause(text: str) -> str:
 
 def round_words(standing, next_round: list, decided_before, given_up_before, said: set[str]) -> tuple[str, str, str]:
     """What changed this round against the round before ('' for nothing: decided, reopened, given up), how many
-    stay open ('1 of 2 open', ', 1 given up') and what runs next ('3 more configuration run(s), about 53 s to
+    stay open ('1 of 2 open', '1 given up, 1 of 2 open') and what runs next ('3 more configuration run(s), about 53 s to
     decide them at the spread seen')."""
     still = standing.open
     news = []
@@ -145,8 +145,8 @@ def round_words(standing, next_round: list, decided_before, given_up_before, sai
     if gave_up := [v for v in still if v.given_up and v.subject not in given_up_before]:
         news.append(f"given up as out of reach within --max-repeats: {', '.join(v.subject for v in gave_up)}")
     running = [v for v in still if not v.given_up]
-    count = f"{len(running)} of {len(standing.verdicts)} open"
-    count += f", {len(still) - len(running)} given up" if len(running) < len(still) else ""
+    count = f"{len(running)} of {len(standing.verdicts)} open"  # last: the open ones are named after it
+    count = (f"{len(still) - len(running)} given up, " if len(running) < len(still) else "") + count
     return "; ".join(news), count, f"{counted(len(next_round), 'more configuration run')}{time_words(standing)}"
 
 
