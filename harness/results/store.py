@@ -139,20 +139,16 @@ def _read_part(path: Path, kind: str, spec: kinds.Table) -> pa.Table | None:
     """One part file conformed to the dictionary, or None (named in a warning) when it is
     unreadable, not ours, or holds a value its column cannot take (a timestamp that is no date)."""
     try:
-        identity = _identity(path)
+        stat = path.stat()
     except OSError:
         return _read_part_file(path, kind, spec)
+    identity = (stat.st_ino, stat.st_mtime_ns, stat.st_size)
     known = _PARTS_READ.get((path, kind))
     if known is not None and known[0] == identity:
         return known[1]
     table = _read_part_file(path, kind, spec)
     _PARTS_READ[(path, kind)] = (identity, table)
     return table
-
-
-def _identity(path: Path) -> tuple[int, int, int]:
-    stat = path.stat()
-    return stat.st_ino, stat.st_mtime_ns, stat.st_size
 
 
 def _read_part_file(path: Path, kind: str, spec: kinds.Table) -> pa.Table | None:
@@ -237,23 +233,7 @@ def written_statuses(run: Path) -> dict[str, str]:
 
 
 def read_configs(run: Path) -> pd.DataFrame:
-    """Every configuration row of the run; assembled once while its parts are unchanged (`_CONFIGS_READ`)."""
-    folder = Path(run) / "configs"
-    parts = sorted(p for p in folder.glob("*.parquet") if not p.name.startswith(".")) if folder.is_dir() else []
-    try:
-        key = tuple((p.name, _identity(p)) for p in parts)
-    except OSError:  # a part gone while listed: read as it is now, nothing kept
-        return _read_folder(folder, columns.CONFIGS)
-    known = _CONFIGS_READ.get(folder)
-    if known is None or known[0] != key:
-        known = _CONFIGS_READ[folder] = (key, _read_folder(folder, columns.CONFIGS))
-    return known[1].copy()  # the caller's own: a column it sets is not the next caller's
-
-
-_CONFIGS_READ: dict[Path, tuple[tuple, pd.DataFrame]] = {}
-"""Each run's rows as last assembled, by its parts' names and identities: `predict --run` asks for them three times
-(its setups, the options you train, the rows), each concatenating every part again (a run of 90: 0.05-0.1 s each); a
-part written since (a resume's, a repeat's) or gone is another key."""
+    return _read_folder(Path(run) / "configs", columns.CONFIGS)
 
 
 def write_configs_snapshot(run: Path, path: Path) -> None:

@@ -275,21 +275,6 @@ def test_a_part_read_before_is_read_again_only_when_its_file_changed(tmp_path):
     assert store.read_configs(tmp_path)["status"].tolist() == ["failed"]
 
 
-def test_a_runs_rows_are_assembled_once_while_no_part_changes(tmp_path, monkeypatch):
-    """`predict --run` asked for a run's rows three times, each concatenating all its parts again: assembled once
-    now, each caller given a copy of its own, and a part written since (a resume's) or removed read as it is."""
-    store.write_configuration(tmp_path, "c1", config_row("c1"))
-    assembled, real = [], store._read_folder
-    monkeypatch.setattr(store, "_read_folder", lambda *args: assembled.append(args) or real(*args))
-    rows = store.read_configs(tmp_path)
-    rows.loc[0, "status"] = "edited"  # the caller's copy, not the next caller's rows
-    assert store.read_configs(tmp_path)["status"].tolist() == ["ok"] and len(assembled) == 1
-    store.write_configuration(tmp_path, "c2", config_row("c2", status="failed"))
-    assert store.read_configs(tmp_path)["status"].tolist() == ["ok", "failed"] and len(assembled) == 2
-    store.RunFolder(tmp_path).part("configs", "c2").unlink()
-    assert store.read_configs(tmp_path)["status"].tolist() == ["ok"] and len(assembled) == 3
-
-
 def test_a_time_in_ms_reads_without_an_exponent():
     """A walkthrough read 'FSDP's own cost at one rank, 1.72e+03 ms' and 'repeats disagree (1.3e+03–2.65e+03 ms)'."""
     from harness.results.values import ms_text
