@@ -255,7 +255,7 @@ def _check_on_meta(build: Callable[..., ImageModel], options: dict[str, Any], sh
     except Exception as exc:  # torchvision refuses with asserts and RuntimeErrors too (ViT's patch size)
         lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
         given = ", ".join(f"{k}={v!r}" for k, v in options.items())
-        fixed = re.search(r"got multiple values for (?:keyword )?argument '(\w+)'", str(exc))
+        fixed = FIXED_BY_BUILDER.search(str(exc))
         if fixed and workload is not None:
             raise ConfigError(_fixed_by_builder(shown, given, fixed[1], workload)) from None
         raise ConfigError(f"{shown} cannot be built with {given}: {type(exc).__name__}: {lines[-1] if lines else ''}"
@@ -294,7 +294,7 @@ def _givable(build: Callable[..., ImageModel], model_class: type, taken: set[str
             with weightless():
                 build(size="tiny", options={key: 1 if value is None else value}).build_model()
         except TypeError as exc:
-            if "got multiple values for" in str(exc):
+            if FIXED_BY_BUILDER.search(str(exc)):
                 continue
         except Exception:  # a value the model refuses, not a keyword it refuses
             pass
@@ -320,6 +320,10 @@ def _plain_value(parameter: inspect.Parameter) -> Any:
         return _NOT_PLAIN
     default = parameter.default
     return default if type(default) in PLAIN and default is not None else PLAIN[kinds[0]]
+
+
+FIXED_BY_BUILDER = re.compile(r"got multiple values for (?:keyword )?argument '(\w+)'")
+"""The TypeError of a keyword the model's builder sets itself, passed again (vit_b_16's num_layers)."""
 
 
 def _fixed_by_builder(shown: str, given: str, key: str, workload: ImageModel) -> str:
