@@ -1,7 +1,6 @@
 """Warnings shown where decisions are made (the top of a run page, next to the answer): noisy
-configurations, ranks sharing a device, a run with one world size, a run that did not finish; and beside the
-answer and the floor figure, a winner or a bar below its floor (a measured bound, with its own noise).
-Pure: a run's metadata and configs in, sentences (HTML) out."""
+configurations, ranks sharing a device, a run with one world size, a run that did not finish; beside the
+answer, each sweep's verdict on the bucket cap. Pure: a run's metadata and configs in, sentences (HTML) out."""
 
 from __future__ import annotations
 
@@ -15,6 +14,7 @@ from harness.results import contention
 from harness.results.values import counted
 from reports.aggregate import usable_cores
 from reports.pages.html import esc
+from reports.pages.notes.hidden import NEGLIGIBLE_COMM
 
 
 def noisy(configs: pd.DataFrame) -> list[str]:
@@ -89,129 +89,6 @@ def _noise_counts(loud: list[dict[str, float]]) -> str:
                     f"{drift.DRIFT_FLOOR:.0%} and {drift.DRIFT_Z:g} standard errors from the first ones' in most "
                     f"repeats; up to {max(drifts, key=abs):+.1%}: where they got faster, more --warmup)")  # fmt: skip
     return ", ".join(said)
-
-
-def repeats_text(medians: list[float]) -> str:
-    """'its 2 repeats 64.03–64.18 ms', or 'one repeat': the evidence behind a figure drawn or ranked."""
-    if len(medians) < 2:
-        return "one repeat"
-    return f"its {len(medians)} repeats {min(medians):.2f}–{max(medians):.2f} ms"
-
-
-def local_spread(medians: list[float]) -> str:
-    """What local's repeats say of the floor they make: 'local's 2 repeats spread 51.14–98.80 ms, so the floor is
-    measured noisily', where they disagree as the noise column judges; else that it is a measurement too."""
-    if len(medians) < 2:
-        return "local ran once: the floor is one measurement, with that launch's noise"
-    spread = f"local's {len(medians)} repeats spread {min(medians):.2f}–{max(medians):.2f} ms"
-    if "repeats disagree" in stats.noise_note([], medians):
-        return spread + ", so the floor is measured noisily"
-    return spread + ": the floor is a measurement too, not an exact bound"
-
-
-def answer_below_floor(group: pd.DataFrame) -> str:
-    """A note under one world size's answer table (pooled.ranked rows) where its winner comes out faster than
-    local, the floor the table lists last: both are measured, so the floor bounds it only as far as its noise."""
-    floor, contenders = group[group["is_floor"]], group[~group["is_floor"]]
-    if floor.empty or contenders.empty or contenders.iloc[0]["step_ms"] >= floor.iloc[0]["step_ms"]:
-        return ""
-    best, local = contenders.iloc[0], floor.iloc[0]
-    said = (f"{best['strategy']} ({best['step_ms']:.2f} ms; {repeats_text(best['repeat_ms'])}) comes out below "
-            f"local, the floor ({local['step_ms']:.2f} ms); {local_spread(local['repeat_ms'])}.")  # fmt: skip
-    return f'<p class="banner warning"><b>Below the floor:</b> {esc(said)}</p>'
-
-
-LATE_COMPLETIONS = "completions late"
-"""The words of the `comm_note` a rank writes where gloo runs on CUDA (harness/rank/configuration.py's
-GLOO_ON_CUDA; the reports read the results, not the rank's code): gloo marks its work done on the compute
-stream, so each collective counts as in flight until compute could use its result."""
-UPPER_BOUND = "upper bound: gloo on CUDA completes on the compute stream"
-HIDDEN_LOWER = "hidden share a lower bound"
-"""The words of the `comm_note` of a strategy whose stamps count every collective as holding compute up from its
-launch (impls/fsdp.py's ALL_GATHERS_BLOCK, on a GPU): its hidden share reads low."""
-NOTHING_TO_HIDE = "nothing to hide at one rank"
-NEGLIGIBLE_COMM = 0.01
-"""Communication under this share of the step: what share of it is hidden is noise."""
-
-
-def completions_late(rows: pd.DataFrame) -> bool:
-    """Whether any of a strategy's rows (its repeats) timed its collectives with late completions (gloo on CUDA)."""
-    return _noted(rows, LATE_COMPLETIONS)
-
-
-def hidden_at_least(rows: pd.DataFrame) -> bool:
-    """Whether any of a strategy's rows says its hidden share is a lower bound (fsdp's all-gathers on a GPU)."""
-    return _noted(rows, HIDDEN_LOWER)
-
-
-def _noted(rows: pd.DataFrame, words: str) -> bool:
-    return any(isinstance(note, str) and words in note for note in rows.get("comm_note", []))
-
-
-def nothing_to_hide(row: pd.Series) -> bool:
-    """Whether a pooled row (pooled.ranked) communicates nothing worth a share hidden: at one rank NCCL moves no
-    byte (what is timed is the launches: 0.05 ms of a 55 ms step, 0 % or 91 % hidden by chance), nor does any
-    backend whose communication is a sliver of the step; gloo on CUDA still copies host↔device, which stays."""
-    comm = row.get("comm_ms")
-    if row.get("world_size") != 1 or comm is None or pd.isna(comm):
-        return False
-    return row.get("backend") == "nccl" or comm < NEGLIGIBLE_COMM * row["step_ms"]
-
-
-def hidden_cell(row: pd.Series) -> str:
-    """The answer's 'comm. hidden' cell: the share, '(upper bound)' where completions were late, '(lower bound)'
-    where every all-gather counted as holding compute up, or that at one rank there is nothing to hide."""
-    overlap = row.get("overlap_efficiency")
-    if overlap is None or pd.isna(overlap):
-        return "—"
-    if nothing_to_hide(row):
-        return "nothing to hide"  # the table's heading names its one rank
-    bound = " (upper bound)" if row.get("comm_late") else (" (lower bound)" if row.get("hidden_low") else "")
-    return f"{overlap:.0%}{bound}"
-
-
-def late_note(group: pd.DataFrame) -> str:
-    """A note under an answer table whose 'comm. hidden' cells rest on late completions (gloo on CUDA)."""
-    if "comm_late" not in group or not group["comm_late"].any():
-        return ""
-    return ('<p class="banner warning"><b>Upper bound:</b> gloo on CUDA completes its collectives on the compute '
-            "stream, so each counts as done only when compute could use its result: communication, and the share "
-            "of it hidden behind compute, read high (the configurations' <code>comm_note</code>).</p>")  # fmt: skip
-
-
-def figure_below_floor(rows: pd.DataFrame, configs: pd.DataFrame) -> str:
-    """A note under the floor figure naming each drawn bar below its tick (rows: network.with_floor's), per world
-    size, with where that floor comes from: local's repeats, or the collectives run's fitted all-reduce."""
-    under = rows[rows["step_ms_median"] < rows["floor_ms"]]
-    notes = []
-    for world, group in under.groupby("world_size"):
-        bars = "; ".join(f"{r['config_label']} drawn at {r['step_ms_median']:.2f} ms, under its floor of "
-                         f"{r['floor_ms']:.2f} ms ({repeats_text(_alike(configs, r, why.SAME_CONFIGURATION))})"
-                         for _, r in group.iterrows())  # fmt: skip
-        notes.append(f"<b>Below the floor at {int(world)} ranks:</b> {esc(bars)}. {esc(_floor_source(group, configs))}")
-    return "".join(f'<p class="banner warning">{note}</p>' for note in notes)
-
-
-def _floor_source(group: pd.DataFrame, configs: pd.DataFrame) -> str:
-    """Why a floor can be beaten: it is local's measured step, or an all-reduce fitted to noisy timings."""
-    said = []
-    if (group["floor_ms"] == group["local_ms"]).any():
-        setup = [key for key in why.SAME_CONFIGURATION if key not in ("impl", "impl_options")]
-        local = _alike(configs[roles.is_baseline(configs)], group.iloc[0], setup)
-        said.append(f"There the floor is local's step, the geometric mean of its repeats' medians: "
-                    f"{local_spread(local)}.")  # fmt: skip
-    if (group["floor_ms"] != group["local_ms"]).any():
-        said.append("Where the floor is the all-reduce, it is the collectives run's fitted latency and bandwidth "
-                    "applied to the bytes sent: a fit to noisy timings, not a bound measured in this run.")  # fmt: skip
-    return " ".join(said)
-
-
-def _alike(configs: pd.DataFrame, row: pd.Series, keys: tuple[str, ...] | list[str]) -> list[float]:
-    """The ok repeats' median steps of the configurations that match `row` on `keys` (nulls match nulls)."""
-    mask = configs["status"] == "ok"
-    for key in (k for k in keys if k in configs and k in row):
-        mask &= configs[key].isna() if pd.isna(row[key]) else configs[key] == row[key]
-    return [float(ms) for ms in configs.loc[mask, "step_ms_median"].dropna()]
 
 
 def shared_devices(meta: dict[str, Any], configs: pd.DataFrame) -> list[str]:

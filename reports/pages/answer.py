@@ -43,6 +43,7 @@ from reports.pages.evidence import (
 )
 from reports.pages.html import HEADING_NAME, esc, name_html, table
 from reports.pages.legend import deployable, passed_over, predict_links, strategies_legend
+from reports.pages.notes import floor, hidden
 from reports.pages.optimizer_lead import optimizer_lead
 from reports.pages.pooled import MISSING, ranked, run_confidence, value
 
@@ -186,7 +187,7 @@ def world_table(group: pd.DataFrame, recommendations: pd.DataFrame, *, workload:
             "floor" if row["is_floor"] else str(rank),
             f"<b>{esc(row['strategy'])}</b>" if row.name in leader else esc(row["strategy"]),
             milliseconds(row["step_ms"]), esc(against_reference(row, reference)), cap,
-            alerts.hidden_cell(row), parity_cell(row), noise_cell(row),
+            hidden.hidden_cell(row), parity_cell(row), noise_cell(row),
         ])  # fmt: skip
         classes.append("failed" if row["parity_ok"] is False else ("noisy" if row["noise"] else ""))
     head = ["#", "strategy", "step (geometric mean of repeats)", f"× {decide.step_of(reference_name(reference))}",
@@ -386,7 +387,7 @@ def answer_section(run: RunData, workloads: list[str]) -> str:
             parts += [f"<p class=headline>{headline(group, control)}{lead}</p>", caps,
                       world_table(group, verdicts, workload=workload)]  # fmt: skip
             leaders.update(contenders["impl"].head(1))
-            parts.append(alerts.answer_below_floor(one_layout_pooled(group)) + alerts.late_note(group))  # as ranked
+            parts.append(floor.answer_below_floor(one_layout_pooled(group)) + hidden.late_note(group))  # as ranked
     if len(parts) == 2:
         parts.append("<p>No configuration of this run was measured: nothing to rank.</p>")
     parts.append(strategies_legend(list(dict.fromkeys(run.configs.loc[run.configs["status"] == "ok", "impl"])),

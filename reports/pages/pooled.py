@@ -19,6 +19,7 @@ from harness.perfmodel.memory import HELD
 from harness.results.values import options_of, strategy_labels
 from reports.pages import alerts
 from reports.pages.evidence import bucket_layouts, repeat_ids
+from reports.pages.notes import hidden
 
 MISSING = "—"
 MEMORY_PEAKS = ("mem_peak_nvml_mb", "mem_peak_rss_mb")
@@ -144,8 +145,8 @@ def _pool(world: int, strategy: str, group: pd.DataFrame) -> dict:
         "comm_bytes": float(np.mean(sent)) if sent else None,  # a compression hook's saving, where timed
         # Measured overlap: 1 − Σ exposed / Σ communication over the repeats (each repeat's per-step means).
         "overlap_efficiency": overlap_efficiency(comm, exposed),
-        "backend": value(first, "backend"), "comm_late": alerts.completions_late(group),  # alerts.hidden_cell's
-        "hidden_low": alerts.hidden_at_least(group),
+        "backend": value(first, "backend"), "comm_late": hidden.completions_late(group),  # hidden.hidden_cell's
+        "hidden_low": hidden.hidden_at_least(group),
         "scaling_efficiency": _one(list(group["pooled_scaling"])),
         "scaling_efficiency_vs_local": _one(list(group["pooled_scaling_vs_local"])),
         **{column: _highest([value(r, column) for r in records]) for column in (*MEMORY_PEAKS, PROCESS_PEAK)},

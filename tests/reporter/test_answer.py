@@ -17,6 +17,7 @@ from reports import site
 from reports.aggregate import with_labels
 from reports.pages import alerts, answer, compare, evidence, legend, pooled
 from reports.pages import index as pages
+from reports.pages.notes import hidden
 from reports.pages.run import takeaways
 
 DATA = Path(__file__).resolve().parents[1] / "data"
@@ -289,7 +290,7 @@ def test_gloo_on_cuda_says_its_hidden_share_is_an_upper_bound_and_one_rank_has_n
     run = one_rank("gloo", 29.6, 6.5, GLOO_ON_CUDA)
     frame = pooled.ranked(run, workload="gpt2")
     assert "<td>78% (upper bound)</td>" in answer.world_table(frame, pd.DataFrame(), workload="gpt2")
-    assert "<b>Upper bound:</b> gloo on CUDA completes its collectives on the compute stream" in alerts.late_note(frame)
+    assert "<b>Upper bound:</b> gloo on CUDA completes its collectives on the compute stream" in hidden.late_note(frame)
     assert takeaways.communication(run, workload="gpt2") == (
         "At 1 rank bucketed hides 78% of its communication (29.6 ms per step, mean) "
         "(upper bound: gloo on CUDA completes on the compute stream)."
@@ -303,7 +304,7 @@ def test_nccl_at_one_rank_has_nothing_to_hide_not_a_share_of_noise():
     run = one_rank("nccl", 0.053, 0.005)
     frame = pooled.ranked(run, workload="gpt2")
     table = answer.world_table(frame, pd.DataFrame(), workload="gpt2")
-    assert "<td>nothing to hide</td>" in table and "91%" not in table and alerts.late_note(frame) == ""
+    assert "<td>nothing to hide</td>" in table and "91%" not in table and hidden.late_note(frame) == ""
     said = takeaways.communication(run, workload="gpt2")
     assert said.startswith("Nothing to hide at one rank: no other rank") and "%" not in said
     assert "at world size 1 nothing is communicated" in alerts.alerts({"device": "cuda"}, run, resume_command="")
@@ -322,7 +323,7 @@ def test_fsdp_on_a_gpu_says_its_hidden_share_is_a_lower_bound(monkeypatch):
     from impls.fsdp import ALL_GATHERS_BLOCK
 
     fsdp = impls.create("fsdp")
-    assert alerts.HIDDEN_LOWER in fsdp.timeline_caveat("cuda") and fsdp.timeline_caveat("cpu") is None
+    assert hidden.HIDDEN_LOWER in fsdp.timeline_caveat("cuda") and fsdp.timeline_caveat("cpu") is None
     monkeypatch.setattr(configuration, "_timeline_caveat", lambda device: None)  # NCCL's: no process group here
     assert configuration._caveats(fsdp, torch.device("cuda"), asked=False) == ALL_GATHERS_BLOCK
     assert impls.create("bucketed").timeline_caveat("cuda") is None

@@ -12,8 +12,8 @@ from reports import aggregate
 from reports.aggregate import RunData
 from reports.figures import network as netfigures
 from reports.figures.captions import CAPTIONS, FLOOR_REPEATS, NOT_BEATEN
-from reports.pages import alerts
 from reports.pages.html import FigureList, esc, table
+from reports.pages.notes import floor
 from reports.pages.run.run_sections import one_repeat_each, takeaway
 
 
@@ -64,7 +64,7 @@ def floor_figure(run: RunData, workload: str, figs: FigureList) -> str:
         return takeaway(workload, "no configuration has a communication floor." + left_out)
     figure = netfigures.step_vs_floor(pooled, run.floor, workload=workload, pooled=bool(note))
     # Where a drawn bar is below its tick, the page says so beside the figure, with the floor's own spread.
-    below = alerts.figure_below_floor(drawn, run.configs[run.configs["workload"] == workload])
+    below = floor.figure_below_floor(drawn, run.configs[run.configs["workload"] == workload])
     return figs.add(figure, CAPTIONS["floor"] + (FLOOR_REPEATS if note else "") + left_out) + below
 
 

@@ -15,8 +15,9 @@ from harness.analysis.verdicts import decide
 from harness.perfmodel.memory import mib_text
 from harness.results.values import counted, message_words, options_of
 from reports.aggregate import usable_cores, world_label
-from reports.pages import alerts, answer, evidence, pooled
+from reports.pages import answer, evidence, pooled
 from reports.pages.legend import deployable
+from reports.pages.notes import hidden
 from reports.pages.whatif.full_size import default_configuration, yours_instead
 
 
@@ -134,10 +135,10 @@ def communication(configs: pd.DataFrame, *, workload: str) -> str:
     rows = rows[rows["comm_ms"].map(lambda ms: ms is not None and ms > 0)].dropna(subset=["overlap_efficiency"])
     if rows.empty:
         return ""
-    idle = rows.apply(alerts.nothing_to_hide, axis=1)
+    idle = rows.apply(hidden.nothing_to_hide, axis=1)
     if idle.all():  # NCCL at one rank: the share hidden of a few launches is chance
         most = max(float(ms) for ms in rows["comm_ms"])
-        return (f"{alerts.NOTHING_TO_HIDE.capitalize()}: no other rank to exchange gradients with (what was timed, "
+        return (f"{hidden.NOTHING_TO_HIDE.capitalize()}: no other rank to exchange gradients with (what was timed, "
                 f"at most {most:.2f} ms per step, is the collectives' own overhead).")  # fmt: skip
     ranked = rows[~idle].sort_values("overlap_efficiency", ascending=False, kind="stable")
     hiding = [r for r in ranked.itertuples() if r.overlap_efficiency >= 0.005]
@@ -166,7 +167,7 @@ def _late(ranked: pd.DataFrame) -> str:
     if late.empty:
         return ""
     whose = "" if len(late) == len(ranked) else f"{' and '.join(late['strategy'])}: "
-    return f" ({whose}{alerts.UPPER_BOUND})"
+    return f" ({whose}{hidden.UPPER_BOUND})"
 
 
 MEMORY_WHAT = {"mem_peak_nvml_mb": "GPU memory (NVML)", "mem_peak_rss_mb": "process memory (RSS)",
