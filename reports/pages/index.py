@@ -18,8 +18,9 @@ from harness.perfmodel import network
 from reports import aggregate
 from reports.aggregate import machine_summary
 from reports.figures import network as netfigures
-from reports.pages import alerts, answer, evidence, legend, pooled
+from reports.pages import alerts, evidence, legend, pooled
 from reports.pages.html import FigureList, esc, page, reproduce_html, shared_link, table
+from reports.pages.notes import winner
 
 BUSBW_CAPTION = (  # under the first op's figure only: it holds for each
     "In each chart, higher is better: bus bandwidth (algorithm bandwidth × the nccl-tests factor) per message size; "
@@ -35,7 +36,7 @@ def run_headline(configs: pd.DataFrame, meta: dict[str, Any] | None = None) -> s
     """Per workload, the fastest communicating strategy at the largest world size: 'mlp/small fp32 sgd: at 2 ranks,
     bucketed bucket_cap_mb=25 2.46 ms', with the answer's doubt where the repeats do not back the winner
     ('… 2.46 ms (leads; no 5% change shown)', lead_words); caps of one layout pooled said so, as the run page says
-    it (answer.step_said: '… 8.98 ms, both caps' launches pooled (…)')."""
+    it (winner.step_said: '… 8.98 ms, both caps' launches pooled (…)')."""
     lines = []
     config = (meta or {}).get("config") or {}
     auto = config.get("repeats") == "auto"  # the console's own, given up where its rounds gave up
@@ -60,7 +61,7 @@ def run_headline(configs: pd.DataFrame, meta: dict[str, Any] | None = None) -> s
         said = lead_words(group, found)
         said += ["one rank: nothing communicated, only each strategy's own cost"] if world == 1 else []
         said += [over] if (over := legend.passed_over(group[~group["is_floor"]])) else []
-        lines.append(where + f"<b>{esc(best['strategy'])}</b> {esc(answer.step_said(best))}"
+        lines.append(where + f"<b>{esc(best['strategy'])}</b> {esc(winner.step_said(best))}"
                      + (f" ({esc('; '.join(said))})" if said else ""))  # fmt: skip
     return "<br>".join(lines) or "nothing measured"
 
@@ -70,15 +71,15 @@ GIVEN_UP = "leads; given up as out of reach within --max-repeats"
 
 
 def lead_words(group: pd.DataFrame, found: list[decide.Verdict]) -> list[str]:
-    """What the repeats say of the leader (answer.lead_caveat: against the next, as the run page's headline judges
+    """What the repeats say of the leader (winner.lead_caveat: against the next, as the run page's headline judges
     it): ['fastest'], ['leads; too few repeats'], …; where the next is not the reference, it is named, and the run's
     own verdict of the leader against the reference follows in the console's words ('vs stock: faster, at 0.61×
     stock's step (1.64× faster)'): the verdict --repeats auto decided, which the lead over the next is not."""
     contenders = legend.deployable(group[~group["is_floor"]])
     if len(contenders) < 2:
         return []
-    caveat = answer.lead_caveat(group) or "fastest"  # as the header promises
-    best, runner, reference = contenders.iloc[0], contenders.iloc[1], answer.reference_row(group)
+    caveat = winner.lead_caveat(group) or "fastest"  # as the header promises
+    best, runner, reference = contenders.iloc[0], contenders.iloc[1], winner.reference_row(group)
     mine = _verdict_of(best, found) if reference is not None and best["strategy"] != reference["strategy"] else None
     pair = mine if reference is None or best["strategy"] != reference["strategy"] else _verdict_of(runner, found)
     if (
@@ -90,7 +91,7 @@ def lead_words(group: pd.DataFrame, found: list[decide.Verdict]) -> list[str]:
         caveat = GIVEN_UP
     if mine is None or runner["strategy"] == reference["strategy"]:  # the next is the reference: that very verdict
         return [caveat]
-    if caveat in (f"leads; {answer.NO_CHANGE_SHOWN}", "leads; too few repeats"):
+    if caveat in (f"leads; {evidence.NO_CHANGE_SHOWN}", "leads; too few repeats"):
         caveat = f"{caveat} {'from' if 'shown' in caveat else 'to tell it from'} {runner['strategy']}, the next"
     return [caveat, f"vs {reference['strategy']}: {mine.word}"]  # as the row names it (a verdict's pair: its note once)
 

@@ -17,7 +17,7 @@ from reports import site
 from reports.aggregate import with_labels
 from reports.pages import alerts, answer, compare, evidence, legend, pooled
 from reports.pages import index as pages
-from reports.pages.notes import hidden
+from reports.pages.notes import hidden, winner
 from reports.pages.run import takeaways
 
 DATA = Path(__file__).resolve().parents[1] / "data"
@@ -56,7 +56,7 @@ def test_strategies_are_ranked_by_step_time_with_local_as_the_floor_last(configs
 
 def test_the_headline_names_the_fastest_communicating_strategy_against_stock(configs):
     zero = configs.assign(impl=configs["impl"].replace("bucketed", "zero"))  # a strategy to deploy, in its place
-    line = answer.headline(pooled.ranked(with_labels(zero), workload="gpt2"))
+    line = winner.headline(pooled.ranked(with_labels(zero), workload="gpt2"))
     # the answer in one sentence a team lead may read alone: the strategy and cap, the step it buys, decided or not
     # (the ratio to the next and its interval: section 1's sentence and the table's column)
     assert line == ("At 2 ranks: <b>zero bucket_cap_mb=25</b> leads: 80.00 ms a step, so far 1.25× faster "
@@ -70,13 +70,13 @@ def test_an_instrument_ranked_first_is_not_the_answer_which_names_the_fastest_to
     """bucketed, "not a strategy to deploy" (its plug-in's `instrument`), headed the page and the index as the run's
     answer: it keeps its rank in the table, and the answer names the fastest strategy to deploy, saying why not it."""
     frame = pooled.ranked(configs, workload="gpt2")
-    assert answer.headline(frame) == (
+    assert winner.headline(frame) == (
         "At 2 ranks: <b>stock</b> leads: 100.0 ms a step; not decided: too few repeats "
         "to tell it from the next, naive (have 1, need about 2, a rough guide from 1 "
         "repeat); parity ok; bucketed ran faster but is not a strategy to deploy."
     )
     alone = frame[frame["impl"] != "naive"]  # no other to deploy: said so
-    assert answer.headline(alone).startswith("At 2 ranks: <b>stock</b> is the only strategy to deploy measured (")
+    assert winner.headline(alone).startswith("At 2 ranks: <b>stock</b> is the only strategy to deploy measured (")
     html = answer.world_table(frame, pd.DataFrame(), workload="gpt2")
     assert "<td>1</td><td>bucketed bucket_cap_mb=25</td>" in html and "<td>2</td><td><b>stock</b></td>" in html
     assert pages.run_headline(configs) == ("gpt2/small, 2 ranks: <b>stock</b> 100.0 ms (leads; too few repeats; "
@@ -99,7 +99,7 @@ def test_a_lossy_hooks_parity_says_why_it_is_not_judged_and_how_far_it_was():
                                      config("stock", 2, 100.0)]))  # fmt: skip
     frame = pooled.ranked(rows, workload="gpt2")
     said = "not judged: comm_hook=bf16 compresses gradients (lossy by design), max |Δ| 7.6e-06 (tolerance 1e-05)"
-    assert f"; parity {said}." in answer.headline(frame)
+    assert f"; parity {said}." in winner.headline(frame)
     html = answer.world_table(frame, pd.DataFrame(), workload="gpt2")
     assert html.count(f"<td>{said}</td>") == 1 and "<td>not judged</td>" in html  # local: by design, as ever
 
@@ -452,7 +452,7 @@ def test_a_sharded_leads_resting_on_a_cpus_optimizer_step_is_said_beside_the_hea
     for world in (2, 1):
         group = pooled.ranked(configs, workload="recsys").loc[lambda rows, w=world: rows["world_size"] == w]
         contenders = evidence.one_layout_pooled(group).loc[lambda rows: ~rows["is_floor"]]
-        said[world] = html.unescape(optimizer_lead(contenders, answer.reference_row(group), run))
+        said[world] = html.unescape(optimizer_lead(contenders, winner.reference_row(group), run))
     console = lead.cpu_verdict_words(configs, steps, confidence=0.95)
     part = (750 - 280) / ((1120 - 500) * 1.04)  # the steps' mean over repeats 1.00–1.08×; the broadcast's 200 ms in
     shared = (f"{part:.0%} of its lead over stock is the optimizer step (750 → 280 ms as timed, any broadcast in it; "
@@ -467,14 +467,14 @@ def test_a_sharded_leads_resting_on_a_cpus_optimizer_step_is_said_beside_the_hea
     few_configs, few_steps, few = _timeline_run(repeats=2, spread=0.5)  # repeats that disagree: an open verdict
     group = pooled.ranked(few_configs, workload="recsys").loc[lambda rows: rows["world_size"] == 2]
     contenders = evidence.one_layout_pooled(group).loc[lambda rows: ~rows["is_floor"]]
-    assert "of its lead over stock so far is" in optimizer_lead(contenders, answer.reference_row(group), few)
+    assert "of its lead over stock so far is" in optimizer_lead(contenders, winner.reference_row(group), few)
     assert "of its lead over stock so far is" in lead.cpu_verdict_words(few_configs, few_steps, confidence=0.95)
     on_gpu = types.SimpleNamespace(**{**vars(run), "configs": configs.assign(device="cuda")})
     group = pooled.ranked(configs, workload="recsys").loc[lambda rows: rows["world_size"] == 2]
     contenders = evidence.one_layout_pooled(group).loc[lambda rows: ~rows["is_floor"]]
-    assert optimizer_lead(contenders, answer.reference_row(group), on_gpu) == ""
+    assert optimizer_lead(contenders, winner.reference_row(group), on_gpu) == ""
     elsewhere = run.optimizer_steps.assign(optimizer_ms=[700.0 if i.startswith("zero") else 750.0
                                                          for i in run.optimizer_steps["config_id"]])  # fmt: skip
     moved = types.SimpleNamespace(**{**vars(run), "optimizer_steps": elsewhere})
-    assert optimizer_lead(contenders, answer.reference_row(group), moved) == ""  # the lead is elsewhere
-    assert optimizer_lead(contenders.assign(shards_state=False), answer.reference_row(group), run) == ""
+    assert optimizer_lead(contenders, winner.reference_row(group), moved) == ""  # the lead is elsewhere
+    assert optimizer_lead(contenders.assign(shards_state=False), winner.reference_row(group), run) == ""

@@ -17,6 +17,7 @@ from harness.results.values import ratio_number
 from reports.aggregate import with_labels
 from reports.pages import answer, compare, evidence, pooled
 from reports.pages import index as pages
+from reports.pages.notes import winner
 from reports.pages.run import takeaways
 
 
@@ -35,9 +36,9 @@ def repeats(impl: str, medians: list[float], *, world: int = 2, options: dict | 
 
 
 def in_full(group: pd.DataFrame) -> str:
-    """The lead in full, as section 1's sentence says it (answer.lead): the ratio to the next, its interval and what
+    """The lead in full, as section 1's sentence says it (winner.lead): the ratio to the next, its interval and what
     a verdict is about, which the run page's headline leaves to it (it says the answer alone)."""
-    name, words = answer.lead(group)
+    name, words = winner.lead(group)
     return name + words
 
 
@@ -58,7 +59,7 @@ SPLIT = run(
 
 def test_the_headline_and_the_takeaway_name_the_same_pooled_winner_and_no_repeat():
     group = pooled.ranked(SPLIT, workload="mlp")
-    headline = answer.headline(group)
+    headline = winner.headline(group)
     said = takeaways.fastest(SPLIT, workload="mlp")
     assert headline.startswith("At 2 ranks: <b>zero bucket_cap_mb=25</b> leads")
     assert said.startswith("At 2 ranks zero bucket_cap_mb=25 leads")
@@ -83,7 +84,7 @@ def test_a_winner_backed_by_its_repeats_is_fastest_with_the_interval():
         f"{evidence.interval_text(evidence.inverted(evidence.evidence(group.iloc[0], group.iloc[2])))})"
     )
     # the page's headline: the answer in one sentence, the step against stock, and why it is not decided
-    assert answer.headline(group) == (
+    assert winner.headline(group) == (
         "At 2 ranks: <b>zero bucket_cap_mb=25</b> leads: 80.99 ms a step, 1.25× faster than stock; not decided: "
         "too few repeats to tell it from the next, zero bucket_cap_mb=1 (have 2, need about 416, a rough guide "
         "from 2 repeats); parity ok."
@@ -96,7 +97,7 @@ def test_a_winner_backed_by_its_repeats_is_fastest_with_the_interval():
     assert line == (f"zero is fastest (80.99 ms): 0.80× the step of the next, stock (1.25× faster; 95% "
                     f"interval {1 / against_stock['high']:.2f}–{1 / against_stock['low']:.2f})")  # fmt: skip
     assert "not significant" not in line and "leads" not in line
-    assert answer.headline(pooled.ranked(clean, workload="mlp")) == (
+    assert winner.headline(pooled.ranked(clean, workload="mlp")) == (
         "At 2 ranks: <b>zero</b> is fastest: 80.99 ms a step, 1.25× faster than stock; decided over 2 repeats; "
         "parity ok."
     )
@@ -127,7 +128,7 @@ def test_one_repeat_a_side_is_too_few_to_tell_never_a_bare_winner():
             "have 1, need about 2, a rough guide from 1 repeat)") in line  # fmt: skip
     assert (
         "leads: 80.00 ms a step, so far 1.25× faster than stock; not decided: too few repeats to tell it from the "
-        "next, fsdp (have 1, these two need about" in answer.headline(pooled.ranked(single, workload="mlp"))
+        "next, fsdp (have 1, these two need about" in winner.headline(pooled.ranked(single, workload="mlp"))
     )
     assert pages.run_headline(single).endswith("80.00 ms (leads; too few repeats to tell it from fsdp, the next; vs "
                                                "stock: too few repeats to tell)")  # fmt: skip
@@ -150,12 +151,12 @@ def test_stock_as_shipped_is_the_one_without_options_not_an_explicit_cap_25():
     both = run(repeats("stock", [100.0, 101.0]), repeats("stock", [90.0, 91.0], options={"bucket_cap_mb": 25.0}),
                repeats("zero", [80.0, 81.0]))  # fmt: skip
     group = pooled.ranked(both, workload="mlp")
-    assert answer.reference_row(group)["strategy"] == "stock"
-    assert answer.reference_name(answer.reference_row(group)) == "stock"
+    assert winner.reference_row(group)["strategy"] == "stock"
+    assert winner.reference_name(winner.reference_row(group)) == "stock"
     table = answer.world_table(group, pd.DataFrame(), workload="mlp")
     assert "<th>× stock's step</th>" in table
     hooked = run(repeats("stock", [90.0, 91.0], options={"bucket_cap_mb": 25.0, "comm_hook": "fp16"}))
-    assert answer.reference_row(pooled.ranked(hooked, workload="mlp")) is None
+    assert winner.reference_row(pooled.ranked(hooked, workload="mlp")) is None
 
 
 def test_an_explicit_cap_25_stands_in_only_named_for_what_it_is():
@@ -164,10 +165,10 @@ def test_an_explicit_cap_25_stands_in_only_named_for_what_it_is():
                    repeats("zero", [80.0, 82.0], options={"bucket_cap_mb": 1.0}))  # fmt: skip
     group = pooled.ranked(explicit, workload="mlp")
     name = "stock bucket_cap_mb=25 (first bucket 25 MiB)"
-    assert answer.reference_name(answer.reference_row(group)) == name
+    assert winner.reference_name(winner.reference_row(group)) == name
     assert f"<th>× the step of {name}</th>" in answer.world_table(group, pd.DataFrame(), workload="mlp")
     assert f"the step of the next, {name} (" in in_full(group)
-    assert f"a step, 1.25× faster than {name}; decided over 2 repeats;" in answer.headline(group)
+    assert f"a step, 1.25× faster than {name}; decided over 2 repeats;" in winner.headline(group)
     assert f"the step of the next, {name} (" in takeaways.fastest(explicit, workload="mlp")
     from reports.aggregate import RunData
 
@@ -185,7 +186,7 @@ def test_stock_asking_its_defaults_by_name_is_the_reference_named_plain_with_no_
                 repeats("stock", [100.0, 102.0], options={"gradient_as_bucket_view": False}),
                 repeats("stock", [95.0, 96.0], options={"gradient_as_bucket_view": True}))  # fmt: skip
     group = pooled.ranked(knobs, workload="mlp")
-    assert answer.reference_name(answer.reference_row(group)) == "stock"  # named by what it sets: nothing
+    assert winner.reference_name(winner.reference_row(group)) == "stock"  # named by what it sets: nothing
     page = answer.answer_section(RunData(meta={}, configs=knobs, ranks=pd.DataFrame(), phases=pd.DataFrame(),
                                          boxes=pd.DataFrame(), series=pd.DataFrame()), ["mlp"])  # fmt: skip
     assert "<th>× stock's step</th>" in page and "stands in" not in page
@@ -300,7 +301,7 @@ def test_an_auto_runs_answer_judges_at_its_stopping_rules_confidence():
     judged = in_full(pooled.ranked(close, workload="mlp", confidence=auto))
     assert "is fastest (" in fixed and "; 95% interval" in fixed
     assert "leads (" in judged and "too few repeats to tell" in judged and "; 99.5% interval" in judged
-    assert "not decided" in answer.headline(pooled.ranked(close, workload="mlp", confidence=auto))
+    assert "not decided" in winner.headline(pooled.ranked(close, workload="mlp", confidence=auto))
 
 
 def test_at_one_rank_which_the_stopping_rule_never_judges_the_answer_looks_once_at_95_percent():
@@ -313,15 +314,15 @@ def test_at_one_rank_which_the_stopping_rule_never_judges_the_answer_looks_once_
     one, two = (in_full(frame[frame["world_size"] == world]) for world in (1, 2))
     assert "; 95% interval" in one and "; 99.5% interval" in two
     # No verdict is about one rank: a page's 'need about 14' there read as one the run works towards.
-    short = answer.headline(frame[frame["world_size"] == 1])
+    short = winner.headline(frame[frame["world_size"] == 1])
     assert "need" not in one + short and "have 2" not in one + short, one + short
     # Nor 'too few repeats', which more repeats would cure: the cell beside it reads 'not judged (estimate 0.92×…)'.
-    assert short.endswith(f", an estimated 1.09× faster than stock; {answer.ONE_RANK}; parity ok."), short
+    assert short.endswith(f", an estimated 1.09× faster than stock; {winner.ONE_RANK}; parity ok."), short
     assert "too few repeats" not in one + short and "so far" not in one + short, one + short
-    assert f"; {answer.ONE_RANK}: against the next, stock, an estimate 0.92× stock's step (1.09× faster" in one
+    assert f"; {winner.ONE_RANK}: against the next, stock, an estimate 0.92× stock's step (1.09× faster" in one
     assert "need about" in in_full(frame[frame["world_size"] == 2])
     at = {world: frame[frame["world_size"] == world] for world in (1, 2)}
-    cells = [answer.against_reference(at[w][at[w]["impl"] == "zero"].iloc[0], answer.reference_row(at[w]))
+    cells = [answer.against_reference(at[w][at[w]["impl"] == "zero"].iloc[0], winner.reference_row(at[w]))
              for w in (1, 2)]  # fmt: skip
     assert cells[0].startswith("not judged (estimate 0.92×") and cells[1].startswith("too few repeats to tell")
 
@@ -336,12 +337,12 @@ def test_the_answer_calls_significant_only_what_the_verdicts_call_beyond_the_thr
     reference = frame[frame["strategy"] == "stock"].iloc[0]
     assert answer.against_reference(zero, reference).startswith("too few repeats to tell (estimate")
     assert "leads (" in in_full(frame) and "have 3 repeats, need about" in in_full(frame)
-    assert "leads: " in answer.headline(
+    assert "leads: " in winner.headline(
         frame
-    ) and "not decided: too few repeats (have 3, need about" in answer.headline(frame)
+    ) and "not decided: too few repeats (have 3, need about" in winner.headline(frame)
     level = run(repeats("stock", [100.0, 130.0]), repeats("zero", [99.9, 130.1]))  # a walkthrough's at one rank
     frame = pooled.ranked(level, workload="mlp")
-    said = answer.against_reference(frame[frame["strategy"] == "zero"].iloc[0], answer.reference_row(frame))
+    said = answer.against_reference(frame[frame["strategy"] == "zero"].iloc[0], winner.reference_row(frame))
     assert said.startswith("too few repeats to tell (estimate 1.00×, interval")  # not '1.00× faster'
 
 
@@ -354,8 +355,8 @@ def test_not_significant_means_the_verdicts_narrow_interval_that_decides_neither
     frame = pooled.ranked(tight, workload="mlp")
     assert answer.against_reference(frame.iloc[0], frame.iloc[1]).endswith(", no 5% change shown")
     assert "leads (99.80 ms), no 5% change shown: 1.00× the step of the next, stock (95% interval" in in_full(frame)
-    assert "leads: 99.80 ms a step; tied with the next, stock: no 5% change shown; parity ok." in answer.headline(frame)
-    assert answer.lead_caveat(frame) == "leads; no 5% change shown"
+    assert "leads: 99.80 ms a step; tied with the next, stock: no 5% change shown; parity ok." in winner.headline(frame)
+    assert winner.lead_caveat(frame) == "leads; no 5% change shown"
 
 
 def test_ranks_rest_on_the_geometric_means_the_ratios_are_built_around():
@@ -413,18 +414,18 @@ def test_two_caps_that_made_the_same_buckets_are_said_to_be_one_measurement_not_
                repeats("stock", [12.0, 12.4], bucket_sizes_mb=one),
                repeats("local", [5.0, 5.1]))  # fmt: skip
     group = pooled.ranked(rows, workload="mlp")
-    reference = answer.reference_row(group)
+    reference = winner.reference_row(group)
     leader = group[~group["is_floor"]].iloc[0]
     cell = answer.against_reference(leader, reference)
     # no "1.51× faster" either: a reader took a review's "2.35× faster … (one measurement)" at face value
     assert cell == "the same buckets: one measurement (1.52× apart: the launches' spread)", cell
     assert "faster" not in cell and "not significant" not in cell
-    assert answer.lead_caveat(group) == "leads; the same buckets as the next"
+    assert winner.lead_caveat(group) == "leads; the same buckets as the next"
     headline = in_full(group)
     assert "makes the same buckets, so the two are one measurement" in headline and "faster than" not in headline
-    headline = answer.headline(group)
+    headline = winner.headline(group)
     assert "makes the same buckets: one measurement" in headline and "faster than" not in headline
-    assert answer.versus_stock(leader, reference).startswith(f"the same buckets as {reference['strategy']}: one ")
+    assert winner.versus_stock(leader, reference).startswith(f"the same buckets as {reference['strategy']}: one ")
 
 
 def test_the_slowest_said_of_a_layout_that_made_the_leaders_buckets_is_one_measurement():
@@ -461,7 +462,7 @@ def test_caps_that_made_one_layout_head_the_page_and_the_index_as_one_pooled_lau
     assert np.allclose(stock["repeat_ms"], launches) and stock["step_ms"] == pytest.approx(
         stats.geometric_mean(launches)
     )
-    headline = html.unescape(answer.headline(group))
+    headline = html.unescape(winner.headline(group))
     assert headline.startswith("At 2 ranks: <b>zero bucket_cap_mb=25</b> is fastest: 9.06 ms a step"), headline
     assert "the next, stock (caps 25, 100 MiB: one bucket layout) (" in in_full(group)
     assert "bucket_cap_mb=100" not in headline
@@ -507,7 +508,7 @@ def test_the_index_and_the_run_page_say_the_verdict_the_console_said():
     headline = in_full(frame)
     assert "too few repeats to tell it from zero" in headline and "a lead the run does not decide" in headline
     assert "and faster than stock: 0.61× stock's step (1.64× faster; 99.5% interval" in headline
-    assert "1.64× faster than stock; not decided: too few repeats to tell it from the next, zero" in answer.headline(
+    assert "1.64× faster than stock; not decided: too few repeats to tell it from the next, zero" in winner.headline(
         frame
     )
     two = run(repeats("stock", [2.00, 2.02]), repeats("fsdp", [1.22, 1.23]))  # the next is stock: that very verdict
@@ -560,17 +561,17 @@ def test_the_leads_need_is_the_cap_verdicts_where_it_is_that_pair_and_named_as_t
     caps = {1.0: [10.0, 14.0], 5.0: [10.5, 13.5], 25.0: [11.0, 16.5]}
     rows = run(*(repeats("stock", ms, options={"bucket_cap_mb": cap}) for cap, ms in caps.items()))
     frame = pooled.ranked(rows, workload="mlp")
-    said = html.unescape(answer.lead(frame)[1])  # section 1's sentence; the headline's short form below
+    said = html.unescape(winner.lead(frame)[1])  # section 1's sentence; the headline's short form below
     pair = evidence.evidence(frame.iloc[0], frame.iloc[1])
     verdict = sweep.recommend_cap(caps, aligned=True)  # the console's and the cap table's
     assert verdict["decision"] == stats.TOO_FEW and pair["needed"] != verdict["repeats_needed"]
     assert f"have 2 repeats, these two {stats.needed_text(pair['needed'], 2)})" in said
-    assert f"(have 2, these two {stats.needed_text(pair['needed'], 2)})" in html.unescape(answer.headline(frame))
+    assert f"(have 2, these two {stats.needed_text(pair['needed'], 2)})" in html.unescape(winner.headline(frame))
     assert "(a lead the run does not decide: its cap verdict holds each cap against the 25 MiB cap)" in said
     assert said.count("need ") == 2 and f"have 2 repeats, {stats.needed_text(verdict['repeats_needed'], 2)})" in said
     two = run(*(repeats("stock", ms, options={"bucket_cap_mb": cap}) for cap, ms in caps.items() if cap != 5.0))
     ranked_two = pooled.ranked(two, workload="mlp")  # the pair is the verdict's own
-    alone, short = (html.unescape(text) for text in (answer.lead(ranked_two)[1], answer.headline(ranked_two)))
+    alone, short = (html.unescape(text) for text in (winner.lead(ranked_two)[1], winner.headline(ranked_two)))
     need = sweep.recommend_cap({cap: ms for cap, ms in caps.items() if cap != 5.0}, aligned=True)["repeats_needed"]
     assert f"have 2 repeats, {stats.needed_text(need, 2)})" in alone and "these two" not in alone
     assert f"(have 2, {stats.needed_text(need, 2)})" in short and "these two" not in short
@@ -611,7 +612,7 @@ def test_a_strategy_verdict_over_caps_of_one_layout_is_the_pages_pooled_figure()
     assert verdict.line().count("one bucket layout") == 1, verdict.line()
     assert len(verdict.config_ids) == 8  # every cap of each side runs again while it is open
     group = evidence.one_layout_pooled(pooled.ranked(rows, workload="mlp"))
-    reference = answer.reference_row(group)
+    reference = winner.reference_row(group)
     zero = group[group["impl"] == "zero"].iloc[0]
     assert reference["strategy"] == "stock (caps 1, 25 MiB: one bucket layout)"
     ratio = stats.geometric_mean([np.sqrt(2.30 * 11.82), np.sqrt(3.21 * 11.35)]) / stats.geometric_mean(
@@ -660,7 +661,7 @@ def test_one_noisy_cap_of_a_pooled_layout_is_said_in_the_singular_and_its_note_k
     stock = group[group["impl"] == "stock"].iloc[0]
     assert stock["noise"] == "noisy at cap 25 (the table says how)", stock["noise"]
     assert answer.noise_cell(stock) == "<b>noisy</b>: cap 25: noisy steps (CV 0.30)", answer.noise_cell(stock)
-    assert "; noisy at cap 25 (the table says how)." in answer.headline(group)
+    assert "; noisy at cap 25 (the table says how)." in winner.headline(group)
 
 
 def test_every_need_on_a_page_sized_from_under_five_repeats_is_marked_a_rough_guide_as_the_console_marks_it():
@@ -670,7 +671,7 @@ def test_every_need_on_a_page_sized_from_under_five_repeats_is_marked_a_rough_gu
     import types
 
     group = pooled.ranked(SPLIT, workload="mlp")  # 2 repeats a strategy
-    said = " ".join([in_full(group), answer.headline(group), answer.world_table(group, pd.DataFrame(), workload="mlp"),
+    said = " ".join([in_full(group), winner.headline(group), answer.world_table(group, pd.DataFrame(), workload="mlp"),
                      evidence.decided_text(types.SimpleNamespace(decided_after=float("nan"), repeats_needed=9,
                                                                  repeats=2, so_far=""))])  # fmt: skip
     marks = re.findall(r"need about \d+(, a rough guide from 2 repeats)?", said)
@@ -768,15 +769,15 @@ def test_caps_at_one_rank_are_not_ranked_and_their_spread_is_said_beside_two_ran
             for w, ms in ((1, one), (2, two))]  # fmt: skip
     frame = pooled.ranked(run(*rows), workload="mlp")
     one, two = (frame[frame["world_size"] == world] for world in (1, 2))
-    said = answer.headline(one)
+    said = winner.headline(one)
     assert said.startswith(
         "At 1 rank: <b>stock</b>'s caps have nothing to all-reduce: their 2.02× spread (858.3–1736.8 ms a step)"
     ), said
     assert "is this machine's noise; parity ok" in said and "faster" not in said
     control = evidence.caps_alone_spread(one)
     assert control == pytest.approx(1736.8 / 858.3, rel=1e-3)
-    beside = html.unescape(answer.headline(two, control))
+    beside = html.unescape(winner.headline(two, control))
     assert "; stock's caps spread 1.55× here, 2.02× at 1 rank with nothing to all-reduce" in beside
     mixed = pooled.ranked(run(repeats("stock", [100.0, 101.0], world=1), repeats("zero", [90.0, 91.0], world=1)),
                           workload="mlp")  # fmt: skip
-    assert evidence.caps_alone_spread(mixed) is None and "all-reduce" not in answer.headline(mixed)  # strategies
+    assert evidence.caps_alone_spread(mixed) is None and "all-reduce" not in winner.headline(mixed)  # strategies

@@ -15,9 +15,9 @@ from harness.analysis.verdicts import decide
 from harness.perfmodel.memory import mib_text
 from harness.results.values import counted, message_words, options_of
 from reports.aggregate import usable_cores, world_label
-from reports.pages import answer, evidence, pooled
+from reports.pages import evidence, pooled
 from reports.pages.legend import deployable
-from reports.pages.notes import hidden
+from reports.pages.notes import hidden, winner
 from reports.pages.whatif.full_size import default_configuration, yours_instead
 
 
@@ -32,7 +32,7 @@ def _largest_world(configs: pd.DataFrame, *, workload: str) -> pd.DataFrame:
 def fastest(configs: pd.DataFrame, *, workload: str, confidence: float = stats.CONFIDENCE) -> str:
     """'At 2 ranks bucketed is fastest (114.3 ms): …; naive is slowest, at 2.63× bucketed's step.' ('leads' and 'trails
     so far' where the repeats do not back it: 'slowest', as 'fastest', is said of a decided verdict alone).
-    The same verdict as the answer table's headline at that world size (answer.lead), at the run's
+    The same verdict as the answer table's headline at that world size (winner.lead), at the run's
     confidence (pooled.run_confidence)."""
     frame = pooled.ranked(configs, workload=workload, confidence=confidence)
     if frame.empty:
@@ -41,7 +41,7 @@ def fastest(configs: pd.DataFrame, *, workload: str, confidence: float = stats.C
     contenders = group[~group["is_floor"]]
     if contenders.empty:
         return ""
-    name, words = answer.lead(group)
+    name, words = winner.lead(group)
     sentence = f"At {world_label(int(group['world_size'].iloc[0]))} {name}{words}"
     judged = deployable(contenders)  # the leader lead() names, and those below it
     best, worst = judged.iloc[0], judged.iloc[-1]

@@ -32,8 +32,8 @@ from harness.results import store
 from harness.results.values import ms_text
 from reports.figures import whatif as figures
 from reports.figures.captions import CAPTIONS
-from reports.pages.answer import milliseconds
 from reports.pages.html import HEADING_NAME, FigureList, esc, name_html, page, table
+from reports.pages.notes.winner import milliseconds
 from reports.pages.whatif import full_size, steps_table
 from reports.pages.whatif import memory as wm
 from reports.pages.whatif import profile as wp
