@@ -90,7 +90,7 @@ def as_predict_counts(run_dir, configs, *, cluster) -> dict:
     size's steps (their floors, which the choice ranks by), and the step models' error on the run's own steps (which
     the choice weighs)."""
     from harness.commands.predict import full_size as predict_full_size
-    from harness.perfmodel.sharded import own_check
+    from harness.perfmodel.own_check import own_check
 
     return {"memory": lambda setup: predict_full_size.memory_rows(run_dir, configs, setup, gpu=cluster),
             "full_params": lambda setup, grad_bytes: predict_full_size.full_parameters(setup, configs, grad_bytes),

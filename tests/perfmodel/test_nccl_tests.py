@@ -336,7 +336,7 @@ def test_a_fit_that_does_not_describe_its_logs_is_warned_of(tmp_path, capsys):
 
 
 def test_the_what_if_page_of_a_fitted_profile_names_the_logs_and_how_far_they_reach(tmp_path):
-    from harness.perfmodel.sharded import OwnCheck
+    from harness.perfmodel.own_check import OwnCheck
     from reports.pages.whatif import profile
 
     base = cluster.load("dgx-h100")

@@ -516,7 +516,7 @@ def test_a_cluster_answer_ends_with_the_models_error_on_the_runs_own_steps(built
     """A review's choice leaned on ZeRO-1 predicted 13 % ahead, while the same model under-predicted that run's
     own zero rows by 33-42 % and stock's by 36-43 %: the cluster's answer now says so, from the run's network."""
     from harness import cli
-    from harness.perfmodel import predict, sharded
+    from harness.perfmodel import own_check, predict
 
     results, _ = built
     run = results / "bucket_sweep"
@@ -524,7 +524,7 @@ def test_a_cluster_answer_ends_with_the_models_error_on_the_runs_own_steps(built
     assert cli.main(["predict", "--run", str(run), "--cluster", "dgx-h100", "--nodes", "1", "--local-step-ms", "20",
                      "--page", str(page)]) == 0  # fmt: skip
     said = capsys.readouterr().out.splitlines()[-2]  # the page's path follows it
-    errors = sharded.errors_on_own_run(results, run, predict.run_setups(run)[0])
+    errors = own_check.errors_on_own_run(results, run, predict.run_setups(run)[0])
     assert set(errors) == {"DDP"} and len(errors["DDP"]) >= 2  # the sweep's caps at world size 2
     assert said.startswith("ddpbench predict: the same model against this run's own steps at world size ≥ 2, on "
                            f"its machine's network (predicted / measured − 1): DDP {min(errors['DDP']):+.0%} to "
@@ -537,14 +537,14 @@ def test_a_cluster_answer_ends_with_the_models_error_on_the_runs_own_steps(built
 def test_a_run_without_a_cap_sweep_still_checks_ddp_on_stock_as_shipped(tmp_path):
     """A user's run benched plain stock at world size 2 beside ZeRO-1 and FSDP2, and read 'DDP not checked (no stock
     bucket-cap sweep …)' beside their errors: DDP as torch ships it is checked on its own rows instead."""
-    from harness.perfmodel import predict, sharded
+    from harness.perfmodel import own_check, predict
 
     results = network_results(tmp_path)
     run = results / "bucket_sweep"
     for part in (run / "configs").glob("*stock*.parquet"):  # stock as shipped: no cap given
         pd.read_parquet(part).assign(impl_options="{}").to_parquet(part)
     setup = predict.run_setups(run)[0]
-    errors = sharded.errors_on_own_run(results, run, setup)
+    errors = own_check.errors_on_own_run(results, run, setup)
     assert set(errors) == {"DDP"} and len(errors["DDP"]) == 1  # the three repeats of one configuration, pooled
     rows = predict.sweep_predictions(store.read_configs(run), model_tables.read_gradprofiles(run),
                                      predict.network_for_run(results, run), shipped=True)  # fmt: skip
@@ -565,25 +565,25 @@ def test_errors_beyond_what_the_model_keeps_on_a_quiet_machine_say_its_steps_are
     run's baseline measured beside it."""
     from pathlib import Path
 
-    from harness.perfmodel import sharded
+    from harness.perfmodel import own_check
 
-    quiet = sharded.errors_words({"DDP": [0.04, 0.11], "FSDP2": [-0.34]}, cluster="dgx-h100", results_dir=Path("r"))
+    quiet = own_check.errors_words({"DDP": [0.04, 0.11], "FSDP2": [-0.34]}, cluster="dgx-h100", results_dir=Path("r"))
     assert "not borne out" not in quiet
-    busy = sharded.errors_words({"DDP": [-0.53, -0.50], "ZeRO-1": [-0.53]}, cluster="dgx-h100", results_dir=Path("r"),
+    busy = own_check.errors_words({"DDP": [-0.53, -0.50], "ZeRO-1": [-0.53]}, cluster="dgx-h100", results_dir=Path("r"),
                                 slowdown=(2, 2.43))  # fmt: skip
     assert busy.endswith("rests on the model alone. Off by up to 53%, beyond 40%, the model's steps are not borne "
                          "out by this run (local, which communicates nothing, took 2.43× its one-rank step at w2 in "
                          "it): bench again on a quiet machine (or the cluster's GPUs) before booking by "
                          "them")  # fmt: skip
     # a baseline that kept its pace: the miss is no busy machine's, and a quieter one is not the advice
-    kept = sharded.errors_words({"DDP": [-0.25], "FSDP2": [-0.43]}, cluster="dgx-h100", results_dir=Path("r"),
+    kept = own_check.errors_words({"DDP": [-0.25], "FSDP2": [-0.43]}, cluster="dgx-h100", results_dir=Path("r"),
                                 slowdown=(2, 1.0))  # fmt: skip
     assert kept.endswith(
         "took 1.00× its one-rank step at w2 in it): bench again on the cluster's GPUs (its ranks did "
         "not slow each other here: a quieter machine would not help) before booking by them"
     )
     assert "DDP not checked" not in kept
-    unswept = sharded.errors_words({"FSDP2": [-0.1]}, cluster="dgx-h100", results_dir=Path("r"))
+    unswept = own_check.errors_words({"FSDP2": [-0.1]}, cluster="dgx-h100", results_dir=Path("r"))
     assert "DDP not checked (no stock at its defaults or a cap alone at world size ≥ 2)" in unswept
 
 
@@ -592,10 +592,10 @@ def test_errors_read_from_a_run_as_numpy_floats_say_not_borne_out_rather_than_cr
     numpy.bool'): the errors come from pandas, and a numpy comparison is no int to repeat a string by."""
     import numpy as np
 
-    from harness.perfmodel import sharded
+    from harness.perfmodel import own_check
 
-    assert sharded.unborne_words({"FSDP2": [np.float64(-0.426)]}).endswith("by up to 43%: not borne out")
-    assert sharded.unborne_words({"DDP": [np.float64(0.1)]}) == ""
+    assert own_check.unborne_words({"FSDP2": [np.float64(-0.426)]}).endswith("by up to 43%: not borne out")
+    assert own_check.unborne_words({"DDP": [np.float64(0.1)]}) == ""
 
 
 def test_a_what_if_page_that_fails_costs_neither_the_run_page_nor_the_site(tmp_path, monkeypatch, caplog):

@@ -371,7 +371,7 @@ def strategy_choice(state: pd.DataFrame, cluster, *, frames: list[pd.DataFrame],
 
 
 def errors_on_own_run(words: str) -> None:
-    """The model's error on the run's own steps (perfmodel.sharded.errors_words), said after a cluster's answer."""
+    """The model's error on the run's own steps (perfmodel.own_check.errors_words), said after a cluster's answer."""
     if words:  # its command as typed here (the page's names ddpbench as the README does)
         words = words.replace("(run `ddpbench collectives ", f"(run `{invoked.ddpbench_command()} collectives ")
         say_once(f"ddpbench predict: {words}")

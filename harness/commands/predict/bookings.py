@@ -204,7 +204,7 @@ def predict_each(args: argparse.Namespace, first, profile, caps: list[float], *,
     from harness.commands import report
     from harness.commands.console.progress import Status
     from harness.commands.predict import full_size
-    from harness.perfmodel.sharded import OwnCheck, own_check
+    from harness.perfmodel.own_check import OwnCheck, own_check
 
     several = len(args.clusters) > 1
     frames, booked, tokens, ends, gpus, far = [], [], None, None, {}, False

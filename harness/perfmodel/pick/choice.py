@@ -184,7 +184,7 @@ stock's 45.22 ms, a 0.07 % lead the model cannot tell."""
 
 MODELS = (("DDP", roles.is_reference), ("ZeRO-1", roles.sharded_optimizer_over_allreduce),
           ("FSDP2", roles.shards_parameters))  # fmt: skip
-"""Each step model's name, as the run's own-steps check (network.errors_on_own_run) names it, and the rows it times:
+"""Each step model's name, as the run's own-steps check (own_check.errors_on_own_run) names it, and the rows it times:
 the least machinery first (a tie names them in this order)."""
 _MACHINERY = {name: k for k, (name, _) in enumerate(MODELS)}
 

@@ -16,10 +16,11 @@ from harness.perfmodel.clusters.published import cap_caveats, checked_table
 from harness.perfmodel.measured import of_setup
 from harness.perfmodel.memory import mib_text, need_mb, room_words, state_per_rank, unrecorded
 from harness.perfmodel.memory_words import activation_words, fit_words
+from harness.perfmodel.own_check import OwnCheck, unborne_words
 from harness.perfmodel.pick import parity, ranked
 from harness.perfmodel.pick.choice_table import chosen, table_header, table_rows, tokens_a_step
 from harness.perfmodel.pick.words import choice_words
-from harness.perfmodel.sharded import OwnCheck, optimizer_break_even, optimizer_share_caveat, unborne_words
+from harness.perfmodel.sharded import optimizer_break_even, optimizer_share_caveat
 from harness.results.values import strategy_labels
 from reports.pages.html import esc, shared_link, table
 from reports.pages.whatif.full_size import has_floors, not_yours

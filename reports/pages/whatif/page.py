@@ -15,6 +15,7 @@ from harness.analysis.verdicts.sweep import given_cap
 from harness.perfmodel.clusters.cluster import Cluster
 from harness.perfmodel.clusters.nccl import ClusterLink
 from harness.perfmodel.measured import SETUP_DEFAULTS, ddp_own_cost_s
+from harness.perfmodel.own_check import OwnCheck
 from harness.perfmodel.pick import ranked
 from harness.perfmodel.pick.compressed import benched_hooks
 from harness.perfmodel.predict import (
@@ -26,7 +27,7 @@ from harness.perfmodel.predict import (
     swept_caps,
 )
 from harness.perfmodel.schedule import Parameters, calibrate
-from harness.perfmodel.sharded import OwnCheck, cluster_frame, with_full_size_floors
+from harness.perfmodel.sharded import cluster_frame, with_full_size_floors
 from harness.perfmodel.sharding.own_costs import fsdp_for_cluster, zero_for_cluster
 from harness.results import store
 from harness.results.values import ms_text

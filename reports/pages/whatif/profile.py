@@ -9,7 +9,7 @@ import pandas as pd
 
 from harness.perfmodel.clusters.cluster import Cluster, is_builtin
 from harness.perfmodel.clusters.published import cap_caveat, published_check_summary, published_checks
-from harness.perfmodel.sharded import OwnCheck
+from harness.perfmodel.own_check import OwnCheck
 from reports.pages.html import esc, table
 
 

@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING
 from harness.analysis import roles
 from harness.commands.console import said_ahead, say, say_once
 from harness.perfmodel.memory_words import unchosen_words
+from harness.perfmodel.own_check import unborne_words
 from harness.perfmodel.pick.choice_table import COST, chosen, noted_rows, table_header, tokens_a_step
-from harness.perfmodel.sharded import unborne_words
 
 if TYPE_CHECKING:
     import pandas as pd
