@@ -11,7 +11,8 @@ from __future__ import annotations
 import pandas as pd
 
 from harness.analysis import roles
-from harness.perfmodel.memory import COUNT_BELOW_PEAK, fit_phrase, largest_batch, mib_text, need_mb, unrecorded
+from harness.perfmodel.fits import COUNT_BELOW_PEAK, fit_phrase, largest_batch
+from harness.perfmodel.memory import mib_text, need_mb, unrecorded
 
 
 def activation_words(rows: pd.DataFrame, *, holds: str = "", totals: bool = True) -> str:
@@ -171,7 +172,7 @@ def unchosen_words(state: pd.DataFrame, choices: list, capacity_gib: float) -> l
 
 def tight_words(need: float, capacity_gib: float) -> str:
     """'1.75 GiB left: under 8 % of the count, which has read up to 8 % below a measured peak': what a need (MiB)
-    that fits only tightly (memory.is_tight) leaves in a GPU of `capacity_gib`, and why that is tight."""
+    that fits only tightly (fits.is_tight) leaves in a GPU of `capacity_gib`, and why that is tight."""
     return f"{mib_text(capacity_gib * 1024 - need)} left: {tight_why()}"
 
 

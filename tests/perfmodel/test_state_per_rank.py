@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from harness.commands.predict import trained_dtype
-from harness.perfmodel import memory, memory_words, sharded
+from harness.perfmodel import fits, memory, memory_words, sharded
 from harness.perfmodel.memory_words import activation_words
 from harness.perfmodel.pick import choice_table
 
@@ -149,7 +149,7 @@ def test_where_nothing_fits_the_batch_a_rank_at_which_each_would_is_said():
                          "total_mb": [50 * 1024.0, 40 * 1024.0, 79 * 1024.0], "activation_mb": [60 * 1024.0] * 3,
                          "batch_size": [8] * 3, "buckets_mb": [5 * 1024.0] * 3,
                          "optimizer_temp_mb": [10 * 1024.0] * 3})  # fmt: skip
-    assert list(memory.largest_batch(rows, 80)) == [3, 4, 0]  # zero: its state alone leaves no room for a step
+    assert list(fits.largest_batch(rows, 80)) == [3, 4, 0]  # zero: its state alone leaves no room for a step
     need = memory.need_mb(rows.assign(activation_mb=7.5 * 1024 * 4)).iloc[1]
     assert need <= 80 * 1024 < memory.need_mb(rows.assign(activation_mb=7.5 * 1024 * 5)).iloc[1]
     said = memory_words.fit_words(rows, 80)
@@ -160,7 +160,7 @@ def test_where_nothing_fits_the_batch_a_rank_at_which_each_would_is_said():
     # a review's: one that fits already is no advice to shrink, and one that keeps nothing has no bound (no crash)
     odd = pd.DataFrame({"strategy": ["none kept", "fits"], "world_size": [8, 8], "total_mb": [90 * 1024.0, 1024.0],
                         "activation_mb": [0.0, 1024.0], "batch_size": [8, 8]})  # fmt: skip
-    assert list(memory.largest_batch(odd, 80)) == [0, 632] and memory_words.batch_words(odd, 80) == ""
+    assert list(fits.largest_batch(odd, 80)) == [0, 632] and memory_words.batch_words(odd, 80) == ""
 
 
 def test_a_need_that_grows_with_the_gpus_and_a_strategy_in_another_dtype_are_said_as_they_are():
@@ -412,31 +412,28 @@ def test_what_one_more_sample_adds_is_said_and_fitted_only_where_counted_at_two_
     # the batch that fits grows by what one more sample adds, the part kept once apart: 14.87 + 6.24 (n - 2) GiB
     stock = counted[counted["impl"] == "stock"]
     room = 79.11 * gib - memory.need_mb(stock.assign(activation_mb=0.0)).iloc[0]  # what the activations may take
-    assert memory.largest_batch(stock, 79.11).iloc[0] == 2 + int((room - 14.87 * gib) // (6.24 * gib))
-    assert (
-        memory.largest_batch(stock, 79.11).iloc[0]
-        > memory.largest_batch(state[state["impl"] == "stock"], 79.11).iloc[0]
-    )
+    assert fits.largest_batch(stock, 79.11).iloc[0] == 2 + int((room - 14.87 * gib) // (6.24 * gib))
+    assert fits.largest_batch(stock, 79.11).iloc[0] > fits.largest_batch(state[state["impl"] == "stock"], 79.11).iloc[0]
 
 
 def test_what_fits_says_what_it_leaves_and_a_thin_margin_is_said_tight():
     """A tester read 'stock fits (77.4 GiB a rank at most)' in 'a GPU of 80 GiB', 1.7 GiB over buffers, the CUDA
     context and NCCL's, none of which the count holds: what is left is said, computed, and a margin under the most
-    the count has read below a rank's peak (memory.COUNT_BELOW_PEAK of it) is 'tight'."""
+    the count has read below a rank's peak (fits.COUNT_BELOW_PEAK of it) is 'tight'."""
     gib = 1024.0
     rows = pd.DataFrame({"strategy": ["stock", "fsdp"], "world_size": [16, 16], "total_mb": [20 * gib, 1.25 * gib],
                          "activation_mb": [52.3 * gib, 52.3 * gib], "batch_size": [8, 8],
                          "buckets_mb": [5.01 * gib, 0.0], "optimizer_temp_mb": [5.01 * gib, 0.08 * gib]})  # fmt: skip
     need = memory.need_mb(rows)
-    stock, fsdp = (memory.fit_phrase(rows[rows["strategy"] == s], 79.11) for s in ("stock", "fsdp"))
+    stock, fsdp = (fits.fit_phrase(rows[rows["strategy"] == s], 79.11) for s in ("stock", "fsdp"))
     left = 79.11 * gib - need.iloc[0]
-    assert left < memory.COUNT_BELOW_PEAK * need.iloc[0]  # 1.8 GiB against 6.2: tight
+    assert left < fits.COUNT_BELOW_PEAK * need.iloc[0]  # 1.8 GiB against 6.2: tight
     assert stock == (f"fits, tight ({need.iloc[0] / gib:.3g} of 79.11 GiB a rank at most: {memory.mib_text(left)} "
                      "left for buffers, the CUDA context and NCCL's)")  # fmt: skip
     assert fsdp.startswith(f"fits ({need.iloc[1] / gib:.3g} of 79.11 GiB a rank at most: ")  # 20 GiB left: not tight
-    terse = memory.fit_phrase(rows[rows["strategy"] == "stock"], 79.11, terse=True)  # the console's rows: the need
+    terse = fits.fit_phrase(rows[rows["strategy"] == "stock"], 79.11, terse=True)  # the console's rows: the need
     assert terse == f"tight, {memory.mib_text(left)}"  # under a header that says it fits the GPU's memory
-    assert memory.room_words(80 * gib, 79.11).startswith("does not fit (80 GiB a rank")
+    assert fits.room_words(80 * gib, 79.11).startswith("does not fit (80 GiB a rank")
 
 
 def _mlp_full(**extra) -> pd.DataFrame:

@@ -14,7 +14,8 @@ import numpy as np
 import pandas as pd
 
 from harness.analysis import agreement, roles
-from harness.perfmodel.memory import is_tight, need_mb
+from harness.perfmodel.fits import is_tight
+from harness.perfmodel.memory import need_mb
 from harness.perfmodel.memory_words import SAME_COLLECTIVES, same_collectives_note
 from harness.perfmodel.pick import bounds, parity, ranked
 from harness.perfmodel.pick.compressed import compressed_note, compressed_rows
@@ -31,7 +32,7 @@ class Candidate:
     model: str = ""  # whose step model times it (DDP, ZeRO-1, FSDP2), as the run's own-steps check names them
     note: str = ""  # what its step rests on beyond its model's (a compression hook's: compressed_note)
     cap_mb: float | None = None  # the cap it is ranked at, where the floors rank a step on DDP's schedule (ranked.py)
-    tight: bool = False  # fits, but with less left than the count has read below a peak (memory.is_tight)
+    tight: bool = False  # fits, but with less left than the count has read below a peak (fits.is_tight)
     whose: str = bounds.CPU  # whose own cost `left_out_ms` is: a CPU's, or "the run's" (a GPU's, not told from noise)
 
     @property

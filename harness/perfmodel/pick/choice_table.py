@@ -92,7 +92,7 @@ def noted_rows(state: pd.DataFrame, frames: list[pd.DataFrame], capacity_gib: fl
     """`table_rows`' rows with what the pick rests on as `Note`s: (the cells before it, [Note, …]); `made`: `chosen`
     of these arguments, where the caller has it already. A strategy that failed parity in the run is in none of
     them (pick.parity), not even as what would fit at a smaller batch."""
-    from harness.perfmodel.memory import roomy_batch
+    from harness.perfmodel.fits import roomy_batch
     from harness.perfmodel.memory_words import batch_words
 
     state = parity.passed(state)
@@ -300,8 +300,8 @@ def _unbenched_note(c: Candidate, *, faster: bool, where: str = "") -> Note:
 
 
 def _tight(c: Candidate, capacity_gib: float, roomy: int, at: pd.DataFrame) -> Note:
-    """A pick that fits only tightly (memory.is_tight), said: what it leaves, and the batch a rank at which it would
-    fit with room (memory.roomy_batch), where one would."""
+    """A pick that fits only tightly (fits.is_tight), said: what it leaves, and the batch a rank at which it would
+    fit with room (fits.roomy_batch), where one would."""
     from harness.perfmodel.memory import mib_text
     from harness.perfmodel.memory_words import tight_why
 

@@ -13,8 +13,9 @@ from harness.analysis import roles
 from harness.analysis.verdicts.compare import setup_words
 from harness.perfmodel.clusters.cluster import Cluster
 from harness.perfmodel.clusters.published import cap_caveats, checked_table
+from harness.perfmodel.fits import room_words
 from harness.perfmodel.measured import of_setup
-from harness.perfmodel.memory import mib_text, need_mb, room_words, state_per_rank, unrecorded
+from harness.perfmodel.memory import mib_text, need_mb, state_per_rank, unrecorded
 from harness.perfmodel.memory_words import activation_words, fit_words
 from harness.perfmodel.own_check import OwnCheck, unborne_words
 from harness.perfmodel.pick import parity, ranked
@@ -134,7 +135,7 @@ def _nothing_to_shard(group: pd.DataFrame) -> str:
 
 def _first_fit(group: pd.DataFrame, cluster: Cluster, world: int) -> str:
     """'At 8 GPUs, in a GPU of 79.11 GiB (dgx-h100): stock fits (450 MiB of 79.11 GiB a rank: 78.7 GiB left for …),
-    ….' (memory.room_words): the verdict at the fewest GPUs
+    ….' (fits.room_words): the verdict at the fewest GPUs
     the page predicts, which a team booking one node or two asks first (the whole range follows); '' where no fit
     is said (no GPU memory in the profile, or no activations counted: fit_words' rule)."""
     rows = group[(group["world_size"] == world) & group["activation_mb"].notna()] if "activation_mb" in group else []

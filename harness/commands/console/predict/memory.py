@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from harness.commands.console import once, say, say_once
-from harness.perfmodel.memory import COUNT_BELOW_PEAK
+from harness.perfmodel.fits import COUNT_BELOW_PEAK
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -20,7 +20,8 @@ def model_state(state: pd.DataFrame, worlds: list[int], cluster=None, *, size_no
     if state.empty:
         return
     from harness.commands.console.predictions import labelled
-    from harness.perfmodel.memory import fit_phrase, need_mb, unrecorded
+    from harness.perfmodel.fits import fit_phrase
+    from harness.perfmodel.memory import need_mb, unrecorded
     from harness.perfmodel.memory_words import activation_words, floor_words
 
     state = labelled(state)
@@ -80,10 +81,10 @@ def model_state(state: pd.DataFrame, worlds: list[int], cluster=None, *, size_no
 def _roomy(at: pd.DataFrame, order: list[str], capacity_gib: float) -> str:
     """', with room (8% of the count) up to a batch a rank of fsdp 10, zero 8, stock about 1,100 by its slope,
     checked to 16': per strategy, the most samples a rank at which it fits with room at every GPU count of `at`
-    (memory.roomy_batch: a tight fit's note says it too); past ROOMY_BATCH_CHECKED × the batch counted, as far as
-    the count's growth was checked, what its slope gives (memory.largest_batch), said unchecked (a tiny model's read
+    (fits.roomy_batch: a tight fit's note says it too); past ROOMY_BATCH_CHECKED × the batch counted, as far as
+    the count's growth was checked, what its slope gives (fits.largest_batch), said unchecked (a tiny model's read
     537826; vit_b_16's 'at least 128' hid some 1,100); '' where none would, or no batch is counted."""
-    from harness.perfmodel.memory import ROOMY_BATCH_CHECKED, largest_batch, roomy_batch
+    from harness.perfmodel.fits import ROOMY_BATCH_CHECKED, largest_batch, roomy_batch
 
     if "batch_size" not in at or at.empty:
         return ""
