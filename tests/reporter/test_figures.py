@@ -17,7 +17,7 @@ from reports import aggregate
 from reports.figures import memory as memory_figures
 from reports.figures import steps as stepfigures
 from reports.figures import strategies as figures
-from reports.pages.run import run_sections
+from reports.pages.run import run_sections, trust_section
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 
@@ -493,25 +493,25 @@ def test_with_repeats_parity_is_one_row_per_configuration_failed_where_any_repea
     stock_w2 = (runs["impl"] == "stock") & (runs["world_size"] == 2)
     runs.loc[stock_w2 & (runs["repeat"] == 1), ["parity_ok", "parity_max_abs_diff", "parity_tolerance"]] = [
         False, 0.5, 1e-4]  # fmt: skip
-    rows = run_sections.parity_by_configuration(aggregate.labelled(runs)).set_index("config_label")
+    rows = trust_section.parity_by_configuration(aggregate.labelled(runs)).set_index("config_label")
     assert len(rows) == len(cpu_run.configs)
     failed = rows.loc["stock · w2 (3 repeats)"]
     assert failed["parity_ok"] is False and failed["parity_max_abs_diff"] == 0.5
     assert failed["parity_tolerance"] == 1e-4  # the tolerance of the repeat that differed most
     assert failed["parity_note"] == "failed in repeat 2"  # counted as said: not 'repeat(s)'
     runs.loc[stock_w2 & (runs["repeat"] == 2), "parity_ok"] = False
-    twice = run_sections.parity_by_configuration(aggregate.labelled(runs)).set_index("config_label")
+    twice = trust_section.parity_by_configuration(aggregate.labelled(runs)).set_index("config_label")
     assert twice.loc["stock · w2 (3 repeats)", "parity_note"] == "failed in repeats 2, 3"
     assert rows.loc["naive · w1 (3 repeats)", "parity_ok"] is True
     assert rows.loc["local · w1 (3 repeats)", "parity_ok"] is None  # local is never judged
     # one repeat checked, the others not: said as the others', not as a verdict and its denial
     noted = runs.assign(parity_note=np.where(runs["repeat"] == 0, "not judged: …; identical to the reference",
                                              "not checked"))  # fmt: skip
-    local = run_sections.parity_by_configuration(aggregate.labelled(noted)).set_index("config_label")
+    local = trust_section.parity_by_configuration(aggregate.labelled(noted)).set_index("config_label")
     assert local.loc["local · w1 (3 repeats)", "parity_note"] == (
         "not judged: …; identical to the reference (the other repeats: not checked)"
     )
-    markup = run_sections.parity_table(runs)
+    markup = trust_section.parity_table(runs)
     assert markup.count("<b>FAILED</b>") == 1 and "(3 repeats)" in markup
     assert "<td>5.00e-01</td><td>1.00e-04</td>" in markup.replace("\n", "")
 
@@ -520,11 +520,11 @@ def test_parity_rows_of_a_run_of_several_models_name_each_model(cpu_run):
     """A run of gpt2 and resnet18 listed each configuration twice under one label: a failure did not say whose."""
     runs = repeated(cpu_run, (1.0, 1.5))
     other = runs.assign(workload="gpt2", parity_ok=False, parity_max_abs_diff=0.5)
-    markup = run_sections.parity_table(pd.concat([runs, other], ignore_index=True)).replace("\n", "")
+    markup = trust_section.parity_table(pd.concat([runs, other], ignore_index=True)).replace("\n", "")
     assert "<th>model</th><th>configuration</th>" in markup
     assert "<td>gpt2/tiny</td><td>stock · w2 (2 repeats)</td><td><b>FAILED</b>" in markup
     assert "<td>mlp/tiny</td><td>stock · w2 (2 repeats)</td><td>ok" in markup
-    assert "<th>model</th>" not in run_sections.parity_table(runs)  # one model: said by the page's headings
+    assert "<th>model</th>" not in trust_section.parity_table(runs)  # one model: said by the page's headings
 
 
 def test_the_comparison_figure_is_on_a_log_axis_that_an_interval_of_two_repeats_cannot_flatten():

@@ -33,8 +33,8 @@ from reports.pages.run.run_sections import (
     scaling_section,
     takeaway,
     time_section,
-    trust_section,
 )
+from reports.pages.run.trust_section import trust_section
 
 TABLE_COLUMNS = (
     ("config_id", "configuration", None),
