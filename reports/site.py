@@ -28,7 +28,7 @@ from urllib.parse import quote
 
 from harness.analysis.verdicts import decide
 from harness.results import model_tables, store
-from reports import aggregate
+from reports import aggregate, step_series
 from reports.pages import index as pages
 from reports.pages import pooled
 from reports.pages.html import BOOK_MARK, PLOTLY_ASSET, RUN_MARK, SHARED_PAGE
@@ -104,7 +104,7 @@ def read_run(run: Path, *, pages: Path | None = None) -> aggregate.RunData:
         steps[STEP_COLUMNS],
         store.read_ranks(run),
         store.read_recommendations(run),
-        timeline=aggregate.typical_step_timeline(store.read_timeline(run), steps),
+        timeline=step_series.typical_step_timeline(store.read_timeline(run), steps),
         floor=model_tables.read_floor(run),
         predictions=model_tables.read_predictions(run),
         decisions=decide.run_history(meta, configs, steps),

@@ -7,7 +7,7 @@ so it lives in one place, next to the rule words the page's tables use too.
 from __future__ import annotations
 
 from harness.analysis import agreement, stats
-from reports import aggregate
+from reports import step_series
 from reports.figures import timeline
 
 BEATS_REFERENCE = (
@@ -101,7 +101,7 @@ CAPTIONS = {
     "distribution": "Narrow boxes are steady: quartiles of the measured slowest-rank step times, whiskers "
     "min–max; drawn from precomputed quartiles, not raw points.",
     "series": "Look for a flat line after the hollow circles (warm-up steps, not counted): a slope is drift. "
-    f"Series with more than {aggregate.MAX_SERIES_POINTS} measured steps show the median of each bin.",
+    f"Series with more than {step_series.MAX_SERIES_POINTS} measured steps show the median of each bin.",
     "noise": f"Red bars (cv above {stats.NOISY_CV:g}, dashed) are noisy: their medians differ by chance more "
     "than usual; rerun them with more steps before trusting small differences.",
     # the what-if page's

@@ -9,8 +9,9 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from harness.analysis import roles, stats
-from reports.aggregate import SEGMENTS, labelled, world_label
+from reports.aggregate import labelled, world_label
 from reports.figures.style import DASHES, new_figure, strategy_colours, styled
+from reports.step_series import SEGMENTS
 
 SEGMENT_STYLE = {  # column: (legend name, colour)
     "forward_ms": ("forward", "#4c78a8"),
@@ -23,7 +24,7 @@ SEGMENT_STYLE = {  # column: (legend name, colour)
 
 def time_breakdown(configs: pd.DataFrame, phases: pd.DataFrame, *, workload: str) -> go.Figure:
     """Stacked mean forward / backward / communication not hidden / sync / optimizer time of each
-    configuration's slowest rank (aggregate.phase_means: they add up to its mean step; the exposed
+    configuration's slowest rank (step_series.phase_means: they add up to its mean step; the exposed
     communication taken out of its phase)."""
     rows = labelled(configs, workload=workload).merge(phases, on="config_id", suffixes=("_config", ""))
     # a strategy that communicates with its collectives untimed (stock without --bucket-timeline): its communication

@@ -8,7 +8,8 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from harness.analysis import overlap
-from reports.aggregate import PHASES, labelled
+from harness.results.dictionary.columns import PHASE_COLUMNS as PHASES
+from reports.aggregate import labelled
 from reports.figures.network import size_label
 from reports.figures.steps import SEGMENT_STYLE
 from reports.figures.style import new_figure, styled

@@ -11,7 +11,7 @@ import pytest
 from scipy import stats as sp
 
 from harness.results.values import ms_text
-from reports import aggregate
+from reports import aggregate, step_series
 from reports.figures import captions
 from reports.figures import steps as stepfigures
 from reports.figures import strategies as figures
@@ -60,10 +60,10 @@ def test_the_breakdown_bar_adds_up_to_the_slowest_ranks_mean_step():
         "exposed_comm_ms": [9.0, 0.5, 0.5, 9.0, 1.0, 3.0], "exposed_backward_ms": [0.0] * 6,
     })  # fmt: skip
     steps["step_ms"] = steps[["forward_ms", "backward_ms", "sync_ms", "optimizer_ms"]].sum(axis=1)
-    phases = aggregate.phase_means(steps).set_index("config_id")
+    phases = step_series.phase_means(steps).set_index("config_id")
     assert phases.loc["c", "rank"] == 1  # mean step (7 + 10) / 2 = 8.5 ms against rank 0's 4.5 ms
     assert phases.loc["c", "step_ms"] == pytest.approx(8.5)
-    assert phases.loc["c", list(aggregate.SEGMENTS)].sum() == pytest.approx(8.5)  # the bar is that step
+    assert phases.loc["c", list(step_series.SEGMENTS)].sum() == pytest.approx(8.5)  # the bar is that step
     assert phases.loc["c", "exposed_comm_ms"] == pytest.approx(2.0)
     assert phases.loc["c", "sync_ms"] == pytest.approx(1.0)  # (2 − 1 + 4 − 3) / 2: sync less its exposed part
     assert "mean step on its slowest rank" in captions.CAPTIONS["breakdown"]
@@ -81,14 +81,14 @@ def test_a_broadcast_exposed_in_forward_or_the_optimizer_step_comes_out_of_that_
         "exposed_optimizer_ms": [28.0, 0.0],
     })  # fmt: skip
     steps["step_ms"] = steps[["forward_ms", "backward_ms", "sync_ms", "optimizer_ms"]].sum(axis=1)
-    phases = aggregate.phase_means(steps).set_index("config_id")
+    phases = step_series.phase_means(steps).set_index("config_id")
     zero, bucketed = phases.loc["z"], phases.loc["b"]
     assert (zero["forward_ms"], zero["optimizer_ms"], zero["sync_ms"]) == (7.0, 2.0, 0.0)
     assert (bucketed["forward_ms"], bucketed["sync_ms"], bucketed["optimizer_ms"]) == (6.0, 1.0, 1.0)
     for row in (zero, bucketed):
         assert (
-            row[list(aggregate.SEGMENTS)].sum() == pytest.approx(row["step_ms"])
-            and (row[list(aggregate.SEGMENTS)] >= 0).all()
+            row[list(step_series.SEGMENTS)].sum() == pytest.approx(row["step_ms"])
+            and (row[list(step_series.SEGMENTS)] >= 0).all()
         )
 
 
@@ -102,10 +102,12 @@ def test_exposed_communication_sync_cannot_hold_comes_out_of_forward_and_untimed
         "exposed_backward_ms": [2.0, 2.0, np.nan, np.nan],
     })  # fmt: skip
     steps["step_ms"] = steps[["forward_ms", "backward_ms", "sync_ms", "optimizer_ms"]].sum(axis=1)
-    phases = aggregate.phase_means(steps).set_index("config_id")
+    phases = step_series.phase_means(steps).set_index("config_id")
     fsdp = phases.loc["f"]
     assert (fsdp["sync_ms"], fsdp["forward_ms"], fsdp["backward_ms"]) == (0.0, 6.0, 18.0)  # 5 outside backward
-    assert fsdp[list(aggregate.SEGMENTS)].sum() == pytest.approx(33.0) and (fsdp[list(aggregate.SEGMENTS)] >= 0).all()
+    assert (
+        fsdp[list(step_series.SEGMENTS)].sum() == pytest.approx(33.0) and (fsdp[list(step_series.SEGMENTS)] >= 0).all()
+    )
     configs = aggregate.with_labels(pd.DataFrame([
         {"config_id": c, "status": "ok", "impl": impl, "impl_options": "{}", "workload": "mlp", "world_size": 2}
         for c, impl in (("f", "fsdp"), ("s", "stock"))]))  # fmt: skip
@@ -304,7 +306,7 @@ def test_the_timeline_draws_every_ranks_step_so_a_bucket_waiting_for_rank_0_show
     timeline = pd.DataFrame([{"config_id": "c", "rank": rank, "step": step, "bucket": 0, "bytes": 16 * 2**20,
                               "ready_ms": ready, "launched_ms": launched, "done_ms": done}
                              for rank, (ready, launched, done) in stamps.items() for step in (3, 4, 5)])  # fmt: skip
-    typical = aggregate.typical_step_timeline(timeline, steps)
+    typical = step_series.typical_step_timeline(timeline, steps)
     assert sorted(zip(typical["rank"], typical["step"], strict=True)) == [(0, 3), (1, 3)]  # rank 0's median step
     figure = timelinefigures.bucket_timeline(configs, typical, workload="gpt2", world_size=2)
     assert list(figure.layout.yaxis.categoryarray) == ["stock: phases", "stock: bucket 0 (16 MiB)",

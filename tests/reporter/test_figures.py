@@ -13,7 +13,7 @@ import pytest
 
 from harness.analysis import scaling
 from harness.results import store
-from reports import aggregate
+from reports import aggregate, step_series
 from reports.figures import memory as memory_figures
 from reports.figures import steps as stepfigures
 from reports.figures import strategies as figures
@@ -313,7 +313,7 @@ def test_series_draws_measured_steps_as_lines_and_warm_up_steps_apart(cpu_run):
 def test_downsampling_caps_points_per_configuration_and_keeps_warm_up():
     steps = np.arange(10_000)
     series = pd.DataFrame({"config_id": "c", "step": steps, "warmup": steps < 3, "step_ms": 1.0 + steps % 7})
-    sampled = aggregate.downsample(series, max_points=100)
+    sampled = step_series.downsample(series, max_points=100)
     assert sampled["warmup"].sum() == 3
     assert (~sampled["warmup"]).sum() == 100
     assert sampled["step"].is_monotonic_increasing

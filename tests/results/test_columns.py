@@ -124,10 +124,10 @@ def test_an_unparseable_timestamp_is_an_error_not_a_silent_null(tmp_path):
 def test_phase_names_and_mib_are_defined_once():
     from harness.bucketing import MIB
     from harness.measure import memory, timing
-    from reports import aggregate
+    from reports import step_series
 
     assert timing.PHASES is columns.PHASES
-    assert aggregate.PHASES is columns.PHASE_COLUMNS
+    assert step_series.PHASES is columns.PHASE_COLUMNS
     assert memory.MB == MIB == 2**20
     assert pa.types.is_timestamp(columns.CONFIGS.column("started_at").type)
 
