@@ -159,7 +159,8 @@ def benchmark_workload(impls: list[str], session, name: str, size: str) -> None:
     import torch
 
     import workloads
-    from harness.measure.modelinfo import activations_by_module, shard_units
+    from harness.measure.activations import activations_by_module
+    from harness.measure.modelinfo import shard_units
     from harness.measure.training import build_model, make_batch
     from harness.perfmodel.memory import need_mb
 

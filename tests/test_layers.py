@@ -215,3 +215,59 @@ def test_architecture_md_names_every_module():
     missing = [str(p.relative_to(ROOT)) for p in project_modules()
                if p.name != "__init__.py" and f"`{p.relative_to(ROOT)}`" not in documented]  # fmt: skip
     assert not missing, f"docs/architecture.md does not list: {missing}"
+
+
+def defined_names(path: Path) -> set[str] | None:
+    """The names a module defines at its top level (None where a module `__getattr__` makes any name)."""
+    names = top_level_names(ast.parse(path.read_text()).body)
+    return None if "__getattr__" in names else names
+
+
+def top_level_names(statements: list[ast.stmt]) -> set[str]:
+    names: set[str] = set()
+    for node in statements:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.update((alias.asname or alias.name).split(".")[0] for alias in node.names)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names.update(n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name))
+        elif isinstance(node, (ast.If, ast.Try)):  # names defined either way (TYPE_CHECKING, fallbacks)
+            branches = [node.body, node.orelse, *(h.body for h in getattr(node, "handlers", ()))]
+            names.update(*(top_level_names(branch) for branch in branches))
+    return names
+
+
+def source_of(module: str) -> Path | None:
+    base = ROOT.joinpath(*module.split("."))
+    return next((p for p in (base.with_suffix(".py"), base / "__init__.py") if p.exists()), None)
+
+
+def unresolved_names(path: Path) -> list[str]:
+    """`from project.module import name` where the module defines no such name and has no such submodule."""
+    missing = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if not (isinstance(node, ast.ImportFrom) and node.level == 0 and node.module and layer_of(node.module)):
+            continue
+        source = source_of(node.module)
+        names = defined_names(source) if source else None
+        for alias in node.names if names is not None else ():
+            if alias.name not in names and source_of(f"{node.module}.{alias.name}") is None:
+                missing.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.module}.{alias.name}")
+    return missing
+
+
+def test_every_name_imported_from_the_project_exists():
+    """A script run by hand (benchmarks/) is not run by the suite: an import a move broke shows here first."""
+    scripts = sorted((ROOT / "benchmarks").glob("*.py"))
+    missing = [m for path in [*project_modules(), *scripts] for m in unresolved_names(path)]
+    assert not missing, f"these imports name nothing: {missing}"
+
+
+def test_the_import_check_can_fail(monkeypatch):
+    fake = ROOT / "benchmarks" / "_probe.py"
+    read = Path.read_text
+    probe = "from harness.clock import no_such_name, Clock\n"
+    monkeypatch.setattr(Path, "read_text", lambda self, *a, **k: probe if self == fake else read(self, *a, **k))
+    assert unresolved_names(fake) == ["benchmarks/_probe.py:1 harness.clock.no_such_name"]
