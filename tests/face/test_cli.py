@@ -505,3 +505,23 @@ def test_list_gives_a_zoo_image_model_too_large_at_every_size_a_runnable_tiny_be
     assert f"{program} bench --workloads torchvision:vit_b_16 --size tiny --batch-size 2 (or the registered vit" in out
     assert f"{program} list vit), with --optimizer adam or adamw where you train with it" in out
     assert f"optimizer)\n  then {program} predict --run RUN --cluster dgx-h100 predicts" in out
+
+
+def test_a_clusters_table_and_its_refusals_import_neither_torch_nor_scipy(tmp_path):
+    """A collectives table is arithmetic on a cluster's profile, yet `predict` imported torch (2.7 s of its 5 s here)
+    before it, and before refusing a bad --cluster or a missing --run."""
+    import subprocess
+
+    missing = str(tmp_path / "no-such-run")
+    commands = [
+        ["predict", "--cluster", "dgx-h100", "--nodes", "1,2", "--collective", "all_reduce", "--sizes", "1MiB:16MiB"],
+        ["predict", "--cluster", "dgx-nosuch", "--nodes", "1,2"],
+        ["predict", "--run", missing, "--cluster", "dgx-h100", "--results", str(tmp_path)],
+    ]
+    code = (
+        f"import sys; from harness import cli; codes = [cli.main(c) for c in {commands!r}]; "
+        "print(codes, [m for m in ('torch', 'scipy') if m in sys.modules])"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.splitlines()[-1] == "[0, 2, 2] []"
+    assert "--cluster 'dgx-nosuch' is neither" in done.stderr and f"--run {missing!r} is not" in done.stderr

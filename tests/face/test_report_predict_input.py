@@ -70,7 +70,7 @@ def test_predict_results_run_is_the_deprecated_spelling_of_run(tmp_path, capsys,
     store.write_json(tmp_path / "r1" / "run.json", {"run_id": "r1"})
     seen = {}
 
-    def from_run(args, given, caps, *, device):
+    def from_run(args, given, caps, run_dir, *, device):
         seen["run"], seen["folder"] = args.run, args.results_dir
         raise SystemExit(0)  # stop before profiling: only the resolution is under test
 

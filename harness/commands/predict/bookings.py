@@ -31,7 +31,7 @@ def cluster_names(args: argparse.Namespace) -> list[str | None]:
 
     args.gpu_hour_prices, args.cluster_nodes = None, None
     priced = getattr(args, "gpu_hour_price", None)
-    if args.cluster is None or "," not in args.cluster:  # one: loaded, and refused, where it is said
+    if args.cluster is None or "," not in args.cluster:  # one: loaded, and refused, after the run (command.run)
         predict_input.check_cluster_file(args.cluster)
         _refuse_a_price_without_bookings(priced, [args.cluster] if args.cluster else [])
         _one_clusters_nodes(args, [args.cluster] if args.cluster else [])

@@ -41,6 +41,7 @@ def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
 
     from harness.analysis import agreement
     from harness.config.units import parse_caps
+    from harness.perfmodel.clusters import cluster as profiles
     from harness.perfmodel.measured import SETUP_KEYS
     from harness.perfmodel.network import NO_CONTENTION, network_link
     from harness.perfmodel.predict import DEFAULT_CAPS_MB
@@ -60,21 +61,30 @@ def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
     given = _given_network(args)
     caps = parse_caps(args.caps) if args.caps else None
     inputs.check_counts(args)
+    # the run and each cluster named refused before torch's import (2 to 6 s), and the cluster before a profile is
+    # measured (a minute on a busy CPU); everything about the run before a word about the cluster
+    run_dir = inputs.resolve(args.run, args.results_dir) if args.run else None
+    if len(args.clusters) == 1 and args.clusters[0]:  # one profile ([None]: --nccl-tests alone; several: read)
+        profiles.load(args.clusters[0])
     for flag, text, kept in (("--cluster", typed, args.clusters), ("--caps", args.caps, caps)):
         if text and kept:  # said once nothing more is refused: a refusal is its one line
             console.note_repeated(flag, text, kept)
+    if cluster.wanted(args) and cluster.is_collective_table(args):  # the profile's table: no torch to import
+        return cluster.run_collectives(args, cluster.cluster_from_args(args))
     # before a first line: torch's import (2 to 6 s of silence before `--cluster A,B`'s first cluster was said),
-    # and --train-wopt's model counted (24 s on a 1.3B Llama); the run and those options are checked after it, so
-    # on a terminal only
+    # and --train-wopt's model counted (24 s on a 1.3B Llama); the run's rows and those options are read after it,
+    # so on a terminal only
     counting = ", counting the model you train (--train-wopt) on the meta device" * bool(args.train_wopt)
     Status("predict").show(f"importing torch{counting}", checked=False)
     import torch  # after the flags' checks: bad input is refused in a second, not after torch's import (2 s)
 
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if cluster.wanted(args):
-        return _on_cluster(args, caps, device=device)
+        return _on_cluster(args, caps, run_dir, device=device)
     # a run's stored profile is said as stored, then calibrated on the run's rows (and said so)
-    basis = _from_run(args, given, caps, device=device) if args.run else _measured_now(args, given, device=device)
+    basis = (
+        _from_run(args, given, caps, run_dir, device=device) if run_dir else _measured_now(args, given, device=device)
+    )
     network, profile, run_dir, worlds = basis.network, basis.profile, basis.run_dir, basis.worlds
     caps = caps or basis.caps or list(DEFAULT_CAPS_MB)
     profiled_on = store.read_run_meta(run_dir).get("device", device.type) if run_dir is not None else device.type
@@ -111,8 +121,8 @@ def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
     return 0
 
 
-def _on_cluster(args: argparse.Namespace, caps, *, device) -> int:
-    """--cluster / --nccl-tests: collectives alone, or the step per cap of a run's (or a fresh) profile."""
+def _on_cluster(args: argparse.Namespace, caps, run_dir: Path | None, *, device) -> int:
+    """--cluster / --nccl-tests: the step per cap of a run's (`run_dir`) or a fresh profile on the cluster."""
     import pandas as pd
 
     from harness.perfmodel.predict import DEFAULT_CAPS_MB
@@ -120,9 +130,6 @@ def _on_cluster(args: argparse.Namespace, caps, *, device) -> int:
     from harness.results import store
 
     # everything refusable about the run or the workload is refused before a word about the cluster
-    run_dir = inputs.resolve(args.run, args.results_dir) if args.run else None
-    if cluster.is_collective_table(args):
-        return cluster.run_collectives(args, cluster.cluster_from_args(args))
     if run_dir is not None:  # its rows read: a run of 90 configurations, 0.5-1.8 s on a busy 2-core CPU
         Status("predict").show(f"reading run {run_dir.name}", checked=False)  # --train-wopt is checked after
     matched = _run_setups(run_dir, args, device=device) if run_dir is not None else [_fresh_setup(args, device)]
@@ -170,7 +177,7 @@ def _sharded_answers(frames, profile, network, *, caveat: str, fsdp_caveat: str)
     predictions.fsdp_answer(frames, caveat=fsdp_caveat, priced=collectives)
 
 
-def _from_run(args: argparse.Namespace, given, caps, *, device):
+def _from_run(args: argparse.Namespace, given, caps, run_dir: Path, *, device):
     """The Basis of a run: its profile (said, then calibrated), world sizes and caps; the network given, or fitted
     next to the run; FSDP's profile and own cost (`fsdp.compute_only`, `measured.fsdp_own_cost_s`); each strategy's
     model state at those world sizes, said, with the run's GPU (`_run_gpu`: None on the CPU) to fit it in."""
@@ -179,7 +186,6 @@ def _from_run(args: argparse.Namespace, given, caps, *, device):
     from harness.perfmodel.sharding import fsdp, own_costs
     from harness.results import store
 
-    run_dir = inputs.resolve(args.run, args.results_dir)
     matched = _run_setups(run_dir, args, device=device)
     setup = matched[0]
     beside = run_dir.parent  # "in the same results folder": the run's own, however the run was named
