@@ -25,6 +25,7 @@ def run_list(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
     from harness.commands.console.progress import Status
     from workloads import _zoo
 
+    _refuse_untaken_before_torch(args.names, args.wopt or [])
     if args.wopt and not any(_is_workload(name) for name in args.names):  # options said of nothing
         from harness.commands.console.invoked import ddpbench_command
         from harness.config.bench import ConfigError
@@ -86,6 +87,25 @@ def _list_clusters() -> None:
             f"(`predict --cluster {name}` says where)" if checks else "none found"))  # fmt: skip
 
 
+def _refuse_untaken_before_torch(names: list[str], given: list) -> None:
+    """`list torchvision:NAME --wopt KEY=V` where torchvision's source shows the first model named takes KEY nowhere
+    (workloads._zoo.vision_keywords): refused before torch's import (10-20 s; `_options` would import it to say so),
+    in the words it says it with. Only where it would say that first: every name such a model and every --wopt one
+    KEY=V, none of them taken; any other case is checked by the build."""
+    from harness.config.flags import Unsplit
+    from harness.config.workload_grid import untaken
+    from workloads._zoo import vision_keywords
+
+    models = [name.partition(":")[2] for name in names if name.startswith("torchvision:")]
+    if not given or not names or len(models) != len(names):
+        return
+    if any(isinstance(item, Unsplit) or len(item[1]) != 1 for item in given):
+        return
+    refusals = [vision_keywords.untaken_words(models[0], key) for key, _ in given]
+    if all(refusals):
+        raise untaken(given[0][0], [refusals[0]])
+
+
 def _describer(name: str, given: list[tuple[str, tuple[str, ...]]]):
     """What `list NAME` says of NAME, a strategy, a cluster profile (built-in, or a .toml file) or a workload
     (registered, or a spec), checked: a function that counts it and returns the function that says it; ConfigError
@@ -96,14 +116,14 @@ def _describer(name: str, given: list[tuple[str, tuple[str, ...]]]):
     from harness.perfmodel.clusters import cluster
     from workloads import _zoo
 
-    if name in impls.names():
-        return lambda: lambda: _describe_strategy(name)
-    if name in cluster.builtin_names() or name.endswith(".toml"):
+    if name in cluster.builtin_names() or name.endswith(".toml"):  # asked first: no strategy's import (torch's)
         try:
             profile = cluster.load(name)
         except ConfigError as error:  # its words are predict's (--cluster NAME): this command's name instead
             raise ConfigError(str(error).replace("--cluster ", "ddpbench list ", 1)) from None
         return lambda: lambda: _describe_cluster(profile)
+    if name in impls.names():
+        return lambda: lambda: _describe_strategy(name)
     if name in workloads.names() or _zoo.is_spec(name):
         options = _options(name, given)
         return lambda: _counted(name, options)

@@ -83,7 +83,12 @@ def typed_options(source, given) -> dict[str, Any]:
 def _check_taken(given, combos: list[dict[str, Any]], refusals: dict[str, list[str]]) -> None:
     for key, _ in given:
         if not any(key in combo for combo in combos):
-            raise ConfigError(f"--wopt {key}: no chosen workload takes it ({') ('.join(refusals[key])})")
+            raise untaken(key, refusals[key])
+
+
+def untaken(key: str, refusals: list[str]) -> ConfigError:
+    """--wopt `key` that no workload chosen takes, with each one's refusal in its words."""
+    return ConfigError(f"--wopt {key}: no chosen workload takes it ({') ('.join(refusals)})")
 
 
 def _key_words(source, key: str) -> str | None:

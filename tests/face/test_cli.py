@@ -507,9 +507,10 @@ def test_list_gives_a_zoo_image_model_too_large_at_every_size_a_runnable_tiny_be
     assert f"optimizer)\n  then {program} predict --run RUN --cluster dgx-h100 predicts" in out
 
 
-def test_a_clusters_table_and_its_refusals_import_neither_torch_nor_scipy(tmp_path):
+def test_a_clusters_table_its_refusals_and_its_profile_import_neither_torch_nor_scipy(tmp_path):
     """A collectives table is arithmetic on a cluster's profile, yet `predict` imported torch (2.7 s of its 5 s here)
-    before it, and before refusing a bad --cluster or a missing --run."""
+    before it, and before refusing a bad --cluster or a missing --run; `list dgx-h100` imported every strategy
+    (torch) to learn the name was none of theirs."""
     import subprocess
 
     missing = str(tmp_path / "no-such-run")
@@ -517,11 +518,12 @@ def test_a_clusters_table_and_its_refusals_import_neither_torch_nor_scipy(tmp_pa
         ["predict", "--cluster", "dgx-h100", "--nodes", "1,2", "--collective", "all_reduce", "--sizes", "1MiB:16MiB"],
         ["predict", "--cluster", "dgx-nosuch", "--nodes", "1,2"],
         ["predict", "--run", missing, "--cluster", "dgx-h100", "--results", str(tmp_path)],
+        ["list", "dgx-h100"],
     ]
     code = (
         f"import sys; from harness import cli; codes = [cli.main(c) for c in {commands!r}]; "
         "print(codes, [m for m in ('torch', 'scipy') if m in sys.modules])"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert done.stdout.splitlines()[-1] == "[0, 2, 2] []"
+    assert done.stdout.splitlines()[-1] == "[0, 2, 2, 0] []"
     assert "--cluster 'dgx-nosuch' is neither" in done.stderr and f"--run {missing!r} is not" in done.stderr

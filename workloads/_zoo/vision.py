@@ -37,7 +37,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from harness.protocols import ConfigError, UnknownOption, WorkloadDefaults
-from workloads._zoo.source import Source, did_you_mean, unknown
+from workloads._zoo.source import Source, unknown
+from workloads._zoo.vision_keywords import IGNORED, OWN_OPTIONS, no_option_words
 
 
 @dataclasses.dataclass(frozen=True)
@@ -48,7 +49,6 @@ class ImageSize:
 
 
 SIZES = {"tiny": ImageSize(32, 10, 2), "small": ImageSize(64, 100, 4), "full": ImageSize(None, 1000, 32)}
-OWN_OPTIONS = ("image_size", "num_classes")
 
 
 class ImageModel(WorkloadDefaults):
@@ -240,8 +240,7 @@ def _check_on_meta(build: Callable[..., ImageModel], options: dict[str, Any], sh
     if taken is not None and set(options) - taken - set(OWN_OPTIONS):
         unknown = sorted(set(options) - taken - set(OWN_OPTIONS))
         valid = sorted(_givable(build, model_class, taken, weightless) | set(OWN_OPTIONS))
-        raise UnknownOption(f"{shown} takes no option {', '.join(unknown)}{did_you_mean(unknown, valid)}; its "
-                            f"options: {', '.join(valid)}")  # fmt: skip
+        raise UnknownOption(no_option_words(shown, unknown, valid))  # as `list` says it before torch's import
     if weightless is None:  # no build here to judge the values by: the ranks will say
         return
     workload = None
@@ -339,10 +338,6 @@ def _fixed_by_builder(shown: str, given: str, key: str, workload: ImageModel) ->
         f"{shown} cannot be built with {given}: its builder fixes {key} (the architecture named; --size sets "
         f"only image_size and num_classes, {workload.image_size} and {workload.classes} at tiny){other}"
     )
-
-
-IGNORED = {"self", "weights", "progress", "num_classes", "img_size"}
-"""Keywords of a model's class that are no option: the harness sets them (timm's img_size from image_size)."""
 
 
 def keywords(model_class: type | None) -> set[str] | None:
