@@ -58,7 +58,7 @@ def run_headline(configs: pd.DataFrame, meta: dict[str, Any] | None = None) -> s
             lines.append(where + "only the no-communication floor")
             continue
         best = contenders.iloc[0]
-        said = lead_words(group, found)
+        said = legend.not_to_deploy(best) + lead_words(group, found)
         said += ["one rank: nothing communicated, only each strategy's own cost"] if world == 1 else []
         said += [over] if (over := legend.passed_over(group[~group["is_floor"]])) else []
         lines.append(where + f"<b>{esc(best['strategy'])}</b> {esc(winner.step_said(best))}"

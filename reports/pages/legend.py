@@ -6,6 +6,7 @@ from __future__ import annotations
 import pandas as pd
 
 from harness.analysis import roles
+from harness.results.values import parity_words
 from reports.pages.html import esc, shared_link
 
 
@@ -46,3 +47,13 @@ def passed_over(contenders: pd.DataFrame) -> str:
     if not above:
         return ""
     return f"{' and '.join(above)} ran faster but {'is' if len(above) == 1 else 'are'} not a strategy to deploy"
+
+
+def not_to_deploy(best: pd.Series) -> list[str]:
+    """What the run page says of the leader it names that bars deploying it, for a reader who sees the name alone
+    (the index): 'not a strategy to deploy' where only instruments ran (`deployable` keeps them then; the legend says
+    it), 'PARITY FAILED' as the headline says it. A walkthrough's index read 'leading strategy to deploy: bucketed
+    510.2 ms' where its run page said bucketed was not one to deploy and had failed parity."""
+    said = ["not a strategy to deploy; none to deploy was measured"] if roles.described(best["impl"])[1] else []
+    failed = parity_words(best, why=False) == "PARITY FAILED"  # numpy's bool too, as the headline reads it
+    return said + ["PARITY FAILED"] * failed

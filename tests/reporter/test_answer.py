@@ -84,6 +84,19 @@ def test_an_instrument_ranked_first_is_not_the_answer_which_names_the_fastest_to
     assert legend.deployable(frame[~frame["is_floor"]])["impl"].tolist() == ["stock", "naive"]  # judged against below
 
 
+def test_the_index_says_what_the_run_page_says_of_a_leader_not_to_deploy(configs):
+    """A walkthrough's index read 'leading strategy to deploy … 2 ranks: bucketed 510.2 ms' where stock had failed:
+    bucketed, the only row left, is not one to deploy and failed parity, as its run page says."""
+    only = configs[configs["impl"].isin(["local", "bucketed"])].assign(parity_ok=[None, False])
+    assert pages.run_headline(only) == ("gpt2/small, 2 ranks: <b>bucketed bucket_cap_mb=25</b> 80.00 ms (not a "
+                                        "strategy to deploy; none to deploy was measured; PARITY FAILED)")  # fmt: skip
+    failed = with_labels(configs.assign(impl=configs["impl"].replace("bucketed", "zero")))
+    failed.loc[failed["impl"] == "zero", "parity_ok"] = False  # one to deploy, named as the headline names it
+    assert pages.run_headline(failed).startswith("gpt2/small, 2 ranks: <b>zero bucket_cap_mb=25</b> 80.00 ms (PARITY "
+                                                 "FAILED; leads")  # fmt: skip
+    assert "PARITY FAILED" in answer.headline(pooled.ranked(failed, workload="gpt2"))
+
+
 def test_a_missing_column_is_a_dash_not_a_crash(configs):
     bare = configs.drop(columns=["step_ms_cv", "parity_ok", "bucket_cap_mb"])
     html = answer.world_table(pooled.ranked(bare, workload="gpt2"), pd.DataFrame(), workload="gpt2")
