@@ -15,6 +15,8 @@ from terminal import Terminal
 from harness import cli
 from harness.analysis import roles
 from harness.commands.console import invoked
+from harness.commands.predict import inputs
+from harness.perfmodel import measured
 from harness.results import store
 
 DATA = Path(__file__).resolve().parent.parent / "data"
@@ -71,6 +73,21 @@ def test_a_run_with_no_one_rank_rows_says_which_world_sizes_it_has(tmp_path, cap
     missing = f"{roles.baseline_name()} or {roles.reference_name()}"
     assert f"run failures has no {missing} step at one rank for mlp/tiny batch 8 (it has: " in err
     assert "at world size 2): the compute is the profile's own, and DDP's own cost is left out" in err
+
+
+def test_the_rows_a_run_has_are_named_with_their_options(capsys):
+    """'has no stock step at one rank (it has: …, stock, …)' read as a contradiction where every stock row set
+    find_unused_parameters=True: the rows it has are named with the options they set, and what the calibration reads."""
+    configs = store.read_configs(DATA / "cpu_run")
+    reference = roles.reference_name()
+    needed = roles.is_reference(configs)
+    configs.loc[needed, "impl_options"] = '{"find_unused_parameters": true}'
+    setup = {key: configs[key].fillna(measured.SETUP_DEFAULTS.get(key)).iloc[0] for key in measured.SETUP_KEYS}
+    inputs.warn_uncalibrated(Path("cpu_run"), configs, setup)
+    err = capsys.readouterr().err
+    assert f"run cpu_run has no {reference} step at one rank for " in err
+    assert f" {reference} find_unused_parameters=True at world size 1;" in err and f" {reference} at " not in err
+    assert f"; the calibration reads {reference} with no option but its cap): " in err
 
 
 def test_a_calibrated_run_says_no_such_warning(tmp_path, capsys):

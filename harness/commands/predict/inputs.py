@@ -203,8 +203,11 @@ def warn_uncalibrated(run_dir: Path, configs, setup: dict) -> None:
                                     "apart (scaled as compute, on forward and backward alike)")  # fmt: skip
     else:
         how, left = "only partly", f"scaled to {baseline}'s step, and DDP's own cost is left out"
+    rows = measured.setup_rows(configs, setup)
+    others = roles.is_reference(rows) & (rows["world_size"] == 1) & ~measured.ddp_defaults_but_cap(rows)
+    plain = f"; the calibration reads {reference} with no option but its cap" if others.any() else ""
     console.warning(f"the prediction is {how} calibrated: run {run_dir.name} has no {' or '.join(missing)} step at "
-                    f"one rank for {setup_text(setup)} (it has: {_rows_text(configs, setup)}): the compute is "
+                    f"one rank for {setup_text(setup)} (it has: {_rows_text(configs, setup)}{plain}): the compute is "
                     f"{left}")  # fmt: skip
 
 
@@ -227,11 +230,17 @@ def _warn_short_warmup(run_dir: Path, configs, setup: dict) -> None:
 
 
 def _rows_text(configs, setup: dict) -> str:
-    """'stock at world size 1; local, stock at world size 2': what the setup's rows are, or 'no rows'."""
+    """'stock find_unused_parameters=True at world size 1; local, stock at world size 2': what the setup's rows are,
+    each with the options it set (configuration_label), or 'no rows'. A walkthrough read 'has no stock step at one
+    rank (it has: …, stock, … at world size 1)' of a run whose stock rows all set find_unused_parameters=True."""
     from harness.perfmodel.measured import setup_rows
+    from harness.results.values import configuration_label
 
-    by_world = setup_rows(configs, setup).groupby("world_size")["impl"].agg(lambda impls: ", ".join(sorted(set(impls))))
-    return "; ".join(f"{impls} at world size {world}" for world, impls in by_world.items()) or "no rows"
+    rows = setup_rows(configs, setup)
+    labels = rows.assign(label=[configuration_label(i, o) for i, o in zip(rows["impl"], rows["impl_options"],
+                                                                          strict=True)])  # fmt: skip
+    by_world = labels.groupby("world_size")["label"].agg(lambda names: ", ".join(sorted(set(names))))
+    return "; ".join(f"{names} at world size {world}" for world, names in by_world.items()) or "no rows"
 
 
 def say_auto_size(args: argparse.Namespace, setup: dict, device) -> None:
