@@ -154,6 +154,11 @@ class StrategyDefaults:
     (naive, flat, bucketed): that, in a few words, which the run page says beside its description where it is
     shown; "" for a strategy to deploy."""
 
+    model_needs: ClassVar[tuple[str, ...]] = ()
+    """Options some models need for the strategy to run them at all, not knobs tuned for speed (DDP's
+    find_unused_parameters, for a loss that leaves parameters unused): where every reference row of a run sets them
+    alike, those rows stand for the strategy as shipped, named with them (harness.analysis.roles.needed_by_every)."""
+
     fp16_refused: ClassVar[str] = ""
     """Why the strategy cannot train in fp16, whose step goes through torch's grad scaler (unscale, an inf check every
     rank must agree on, a skipped step); "" where it can. `bench --dtype fp16` with it is refused with these words."""

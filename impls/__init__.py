@@ -45,6 +45,13 @@ def beyond_defaults(name: str, options: dict) -> dict:
             if key not in inert and (key not in declared or declared[key].default != value)}  # fmt: skip
 
 
+def model_needs(name: str, options: dict) -> dict:
+    """The options `options` sets, beyond strategy `name`'s defaults, that some models need for it to run at all (its
+    `model_needs`); {} for a strategy not registered."""
+    needs = getattr(entry(name).cls, "model_needs", ()) if name in names() else ()
+    return {key: value for key, value in beyond_defaults(name, options).items() if key in needs}
+
+
 def reference_stand_in(name: str, options: dict) -> int | None:
     """How a row of strategy `name` asking `options` stands for DDP as torch ships it: 0 with no option beyond its
     defaults (the reference itself), 1 with an explicit 25 MiB cap and nothing else (a stand-in: since torch 2.9 an

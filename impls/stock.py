@@ -45,6 +45,7 @@ class DDPOptions:
     """DDP's own knobs, shared by every strategy built on DDP (stock, zero): fields and docs inherited."""
 
     warmup_needed: ClassVar[dict[str, int]] = DDP_WARMUP
+    model_needs: ClassVar[tuple[str, ...]] = ("find_unused_parameters",)  # DDP refuses a model with unused ones
 
     bucket_cap_mb: float | None = option(
         None,

@@ -123,13 +123,23 @@ def option_left_at(impl: str, name: str, options: Any) -> Any:
     return options_of(options).get(name, declared_options[name].default)
 
 
-def reference_rank(options: Any, impl: str) -> tuple | None:
+def reference_rank(options: Any, impl: str, *, needed: dict | None = None) -> tuple | None:
     """How well a reference row stands for DDP as torch ships it, the lowest best (None: it does not): its
     `impls.reference_stand_in`, then the fewest options asked (a plain row before one asking the defaults by name), then
-    the options' text, so that the run page and --repeats auto name the same reference."""
+    the options' text, so that the run page and --repeats auto name the same reference. `needed`: options every
+    reference row set (needed_by_every), read past: such rows stand in, named with them."""
     asked = options_of(options)
-    stand_in = impls.reference_stand_in(impl, asked)
+    rest = {key: value for key, value in asked.items() if key not in (needed or {}) or needed[key] != value}
+    stand_in = impls.reference_stand_in(impl, rest)
     return None if stand_in is None else (stand_in, len(asked), str(options or ""))
+
+
+def needed_by_every(impl_names: Any, impl_options: Any) -> dict:
+    """The options a model needs (the strategy's `model_needs`) that every one of these reference rows sets alike; {}
+    where any row differs. A run whose model leaves parameters unused ran DDP only with find_unused_parameters=True:
+    its run page compared nothing with stock ('—' in every row) while every stock row could have stood in."""
+    needs = [impls.model_needs(i, options_of(o)) for i, o in zip(impl_names, impl_options, strict=True)]
+    return needs[0] if needs and all(need == needs[0] for need in needs) else {}
 
 
 def _stand_in(impl: str, options: Any) -> int | None:

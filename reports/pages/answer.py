@@ -16,7 +16,7 @@ from typing import Any
 
 import pandas as pd
 
-from harness.analysis import roles, stats
+from harness.analysis import stats
 from harness.analysis.verdicts import decide, sweep
 from harness.results.values import options_of, parity_words
 from reports.aggregate import RunData, precision
@@ -25,13 +25,13 @@ from reports.pages.evidence import (
     CAPTION,
     CELL_DOUBT,
     POOLED_CAPS,
-    STAND_IN,
     TOO_FEW,
     caps_alone_spread,
     evidence,
     inverted,
     levels_note,
     one_layout_pooled,
+    stand_in_note,
 )
 from reports.pages.html import HEADING_NAME, esc, name_html, table
 from reports.pages.legend import deployable, predict_links, strategies_legend
@@ -171,7 +171,7 @@ def answer_section(run: RunData, workloads: list[str]) -> str:
         control = caps_alone_spread(one[~one["is_floor"]]) if len(one) else None
         for _, group in sorted(frame.groupby("world_size"), key=lambda item: -item[0]):
             reference = reference_row(group)
-            stand_in |= reference is not None and bool(roles.beyond_defaults(reference["impl"], reference["options"]))
+            stand_in = stand_in or stand_in_note(reference)  # the first the page compares with: said once
             pooled |= any_pooled(one_layout_pooled(group))
             world, verdicts = int(group["world_size"].iloc[0]), run.recommendations  # the caps' verdicts, then all
             caps, said = alerts.cap_verdicts(verdicts, workload=workload, world=world, explain=not explained)
@@ -187,5 +187,5 @@ def answer_section(run: RunData, workloads: list[str]) -> str:
     parts.append(strategies_legend(list(dict.fromkeys(run.configs.loc[run.configs["status"] == "ok", "impl"])),
                                    leaders))  # fmt: skip
     parts.append(predict_links(run.meta))
-    parts.append(f"<p class=caption>{CAPTION}{POOLED_CAPS * pooled}{STAND_IN if stand_in else ''}</p>")
+    parts.append(f"<p class=caption>{CAPTION}{POOLED_CAPS * pooled}{stand_in or ''}</p>")
     return "\n".join(parts)

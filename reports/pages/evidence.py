@@ -12,7 +12,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from harness.analysis import drift, stats
+from harness.analysis import drift, roles, stats
 from harness.analysis.verdicts import decide, layouts, sweep
 from harness.results.values import configuration_label
 from reports.pages.html import esc, table
@@ -309,6 +309,21 @@ STAND_IN = (
     " This run has no stock row without options, so stock at an explicit bucket_cap_mb=25 stands in, named as "
     "such: since torch 2.9 an explicit cap caps the first bucket too, which DDP's default (1 MiB) does not."
 )
+
+
+def stand_in_note(reference: pd.Series | None) -> str:
+    """The caption's words where the reference the page compares with is not DDP as shipped: STAND_IN for the 25 MiB
+    cap; where every stock row set an option the model needs (roles.needed_by_every), that those stand in, named with
+    it; '' for DDP as shipped."""
+    if reference is None or not roles.beyond_defaults(reference["impl"], reference["options"]):
+        return ""
+    needed = roles.needed_by_every([reference["impl"]], [reference["options"]])
+    if not needed:
+        return STAND_IN
+    said = ", ".join(f"{key}={value}" for key, value in needed.items())
+    return (f" Every {reference['impl']} row of this run set {said}, an option some models need for it to run at all "
+            f"(not one tuned for speed), so those rows stand in for {reference['impl']} as shipped, named with it: "
+            "without it, a model whose loss leaves parameters unused fails.")  # fmt: skip
 
 
 def caps_alone_spread(contenders: pd.DataFrame) -> float | None:

@@ -461,6 +461,19 @@ def test_the_reference_at_another_option_is_held_against_it_as_asked_at_its_defa
     assert verdict.subject == "w2 gpt2/tiny stock bucket_cap_mb=25 static_graph=True vs stock bucket_cap_mb=25"
 
 
+def test_every_stock_row_setting_an_option_the_model_needs_is_the_reference_the_verdicts_hold_against():
+    """The run page compares with stock find_unused_parameters=True where every stock row set it; the verdicts (and
+    --repeats auto) hold the others against the same rows, or the page's column and the console would differ."""
+    stock, stock_steps = rows({25.0: 100.0}, repeats=3)
+    zero, zero_steps = rows({25.0: 140.0}, repeats=3, impl="zero")
+    for frame in (stock, zero):
+        frame["impl_options"] = '{"find_unused_parameters": true}'
+    found = decide.verdicts(pd.concat([stock, zero]), pd.concat([stock_steps, zero_steps]), confidence=CONFIDENCE)
+    (verdict,) = found
+    assert verdict.kind == decide.STRATEGY and verdict.word.startswith("slower, at 1.4")
+    assert verdict.subject.endswith("vs stock find_unused_parameters=True")
+
+
 def test_under_auto_the_bucket_caps_block_adds_only_what_the_last_word_did_not_say(monkeypatch, capsys):
     """Under auto the console said a cap sweep's verdict twice: 'open after 8 repeats (so far fastest 2 MiB; 25 MiB
     takes 1.20× as long (99.5% interval 0.56–2.54); need about 236…)', then 'too few repeats to tell (have 8, need

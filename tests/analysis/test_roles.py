@@ -180,6 +180,19 @@ def test_the_name_check_can_fail(tmp_path):
     assert code_literals(probe) == [(3, "local")]
 
 
+def test_an_option_the_model_needs_set_by_every_reference_row_stands_in_for_the_reference():
+    """A model whose loss leaves parameters unused ran stock only with find_unused_parameters=True: those rows stand
+    in, as the 25 MiB cap does; beside a plain row, or where the rows set it differently, nothing is read past."""
+    unused = '{"find_unused_parameters": true}'
+    needed = roles.needed_by_every(["stock", "stock"], [unused, unused])
+    assert needed == {"find_unused_parameters": True}
+    assert roles.reference_rank(unused, "stock") is None  # not DDP as shipped, by itself
+    assert roles.reference_rank(unused, "stock", needed=needed)[0] == 0
+    assert roles.reference_rank('{"find_unused_parameters": true, "comm_hook": "fp16"}', "stock", needed=needed) is None
+    assert roles.needed_by_every(["stock", "stock"], [unused, "{}"]) == {}  # the plain row is the reference
+    assert roles.needed_by_every(["stock"], ['{"static_graph": true}']) == {}  # a knob tuned for speed: no need
+
+
 def test_the_reference_is_plain_stock_before_stock_asking_its_defaults_and_none_is_plain():
     """A review's: decide and the run page broke the tie between '{}' and '{"static_graph": false}' apart, and a
     row with null options beside one with text would not sort."""

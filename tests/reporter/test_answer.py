@@ -97,6 +97,25 @@ def test_the_index_says_what_the_run_page_says_of_a_leader_not_to_deploy(configs
     assert "PARITY FAILED" in answer.headline(pooled.ranked(failed, workload="gpt2"))
 
 
+def test_stock_with_an_option_the_model_needs_on_every_row_is_the_reference_named_with_it(configs):
+    """A run whose model leaves parameters unused ran stock only with find_unused_parameters=True: its page's '× stock's
+    step' was '—' in every row. Those rows are the reference, named with the option, and the caption says why."""
+    unused = {"find_unused_parameters": True}
+    rows = configs.assign(impl=configs["impl"].replace("bucketed", "zero"))
+    rows.loc[rows["impl"].isin(["stock", "zero"]), "impl_options"] = json.dumps(unused)
+    frame = pooled.ranked(with_labels(rows), workload="gpt2")
+    reference = answer.reference_row(frame)
+    assert reference is not None and answer.reference_name(reference) == "stock find_unused_parameters=True"
+    html = answer.world_table(frame, pd.DataFrame(), workload="gpt2")
+    assert "<th>× the step of stock find_unused_parameters=True</th>" in html and "<td>reference</td>" in html
+    assert "too few repeats to tell (estimate 0.80×, 1.25× faster)" in html  # zero's, against those rows
+    note = evidence.stand_in_note(reference)
+    assert note.startswith(" Every stock row of this run set find_unused_parameters=True, an option some models need")
+    plain = pooled.ranked(with_labels(pd.concat([rows, configs[configs["impl"] == "stock"]])), workload="gpt2")
+    assert answer.reference_name(answer.reference_row(plain)) == "stock"  # beside a plain row: the plain one
+    assert evidence.stand_in_note(answer.reference_row(plain)) == ""
+
+
 def test_a_missing_column_is_a_dash_not_a_crash(configs):
     bare = configs.drop(columns=["step_ms_cv", "parity_ok", "bucket_cap_mb"])
     html = answer.world_table(pooled.ranked(bare, workload="gpt2"), pd.DataFrame(), workload="gpt2")

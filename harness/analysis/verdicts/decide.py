@@ -272,7 +272,9 @@ def _strategy_verdicts(ok: pd.DataFrame, confidence: float, max_repeats: int | N
         base = next(side for side in sides if side.impl == reference[0] and reference[1] in side.options)
         for other in sides:
             options = next(iter(other.options))
-            if other.impl == reference[0] and not set(roles.beyond_defaults(other.impl, options)) - {"bucket_cap_mb"}:
+            asked = set(roles.beyond_defaults(other.impl, options))
+            acting = asked - {"bucket_cap_mb", *reference[2]}  # an option every reference row needs: read past
+            if other.impl == reference[0] and not acting:
                 continue  # the reference at another cap: the cap verdict decides it; another option is a rival
             judged = stats.verdict(base.medians, other.medians, threshold=stats.DEFAULT_THRESHOLD,
                                    confidence=confidence)  # fmt: skip
@@ -287,13 +289,15 @@ def _strategy_verdicts(ok: pd.DataFrame, confidence: float, max_repeats: int | N
     return found
 
 
-def _reference(setup: pd.DataFrame) -> tuple[str, str] | None:
-    """(impl, impl_options) of the setup's reference rows: DDP as shipped, else its 25 MiB stand-in."""
+def _reference(setup: pd.DataFrame) -> tuple[str, str, dict] | None:
+    """(impl, impl_options, the options a model needs that every reference row sets: roles.needed_by_every) of the
+    setup's reference rows: DDP as shipped, else its stand-in (the 25 MiB cap, or those needed options)."""
     reference = setup[setup["reference"].astype(bool)]
-    ranked = {(roles.reference_rank(o, impl), o, impl) for impl, o in
+    needed = roles.needed_by_every(reference["impl"], reference["impl_options"])  # as the run page reads them
+    ranked = {(roles.reference_rank(o, impl, needed=needed), o, impl) for impl, o in
               zip(reference["impl"], reference["impl_options"], strict=True)}  # fmt: skip
     ranked = sorted((r for r in ranked if r[0] is not None), key=lambda r: r[0])
-    return (ranked[0][2], ranked[0][1]) if ranked else None
+    return (ranked[0][2], ranked[0][1], needed) if ranked else None
 
 
 def step_of(name: str) -> str:

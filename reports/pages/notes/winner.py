@@ -57,16 +57,19 @@ def reference_row(group: pd.DataFrame) -> pd.Series | None:
     one, the reference at an explicit 25 MiB cap and nothing else stands in, named for what it is
     (reference_name): since torch 2.9 an explicit cap caps the first bucket too, so it is not DDP's default."""
     stock = group[group["reference"].astype(bool)]
-    ranked_rows = [(roles.reference_rank(row["options"], row["impl"]), i) for i, row in stock.iterrows()]
+    needed = roles.needed_by_every(stock["impl"], stock["options"])  # every stock row's find_unused_parameters=True
+    ranked_rows = [(roles.reference_rank(row["options"], row["impl"], needed=needed), i) for i, row in stock.iterrows()]
     ranked_rows = sorted((rank, i) for rank, i in ranked_rows if rank is not None)
     return stock.loc[ranked_rows[0][1]] if ranked_rows else None
 
 
 def reference_name(reference: pd.Series | None) -> str:
-    """'stock' for DDP as shipped; 'stock bucket_cap_mb=25 (first bucket 25 MiB)' for the stand-in."""
+    """'stock' for DDP as shipped; 'stock bucket_cap_mb=25 (first bucket 25 MiB)' for the stand-in; 'stock
+    find_unused_parameters=True' where every stock row set it (roles.needed_by_every)."""
     if reference is None:
         return roles.reference_name()
-    if reference.get("pooled_caps") or not roles.beyond_defaults(reference["impl"], reference["options"]):
+    asked = roles.beyond_defaults(reference["impl"], reference["options"])  # the first bucket: said where capped
+    if reference.get("pooled_caps") or "bucket_cap_mb" not in asked:
         return reference["strategy"]  # 'stock', the options a sweep asked at their defaults, or caps of one layout
     first = reference.get("first_bucket_cap_mb")
     first_bucket = "first bucket not recorded" if first is None else f"first bucket {float(first):g} MiB"
