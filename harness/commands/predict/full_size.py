@@ -61,6 +61,7 @@ def _memory_rows(run_dir: Path, configs, setup: dict, *, batch_size: int | None 
     be of the smaller size."""
     from harness.perfmodel.measured import of_setup
     from harness.perfmodel.sharded import at_full_size
+    from harness.perfmodel.unused_state import whole_where_unused
     from harness.results import store
 
     rows, size, measured = of_setup(configs, setup), setup.get("size"), int(setup.get("batch_size") or 1)
@@ -72,6 +73,7 @@ def _memory_rows(run_dir: Path, configs, setup: dict, *, batch_size: int | None 
     full = full_size_counts(setup, configs, batch_size=batch, options=options)
     added = _sample_added(setup, configs, batch, options, full) if full else None  # what one more sample adds
     scaled = at_full_size(rows, full).assign(batch_size=batch, activation_sample_added_mb=added) if full else None
+    scaled, whole = whole_where_unused(scaled, rows) if scaled is not None else (scaled, "")
     if scaled is None or scaled.empty:  # no meta build, or rows
         if options is not None:  # (--size full does nothing for a file of yours)
             return rows, "the run's model, not the one you will train (not counted on the meta device): bench that one"
@@ -79,6 +81,7 @@ def _memory_rows(run_dir: Path, configs, setup: dict, *, batch_size: int | None 
         flags = "--size full" * bool(scales) + f" --batch-size {batch}" * bool(batch != measured)
         return rows, f"{whose}: bench {flags.strip()} for the one you will train"
     counted = "" if full.get("activation_mb") is not None else "; its activations could not be counted there"
+    counted += f"; {whole}" * bool(whole)
     from harness.analysis import roles
 
     zero = ", ZeRO-1's optimizer state by torch's partition of them" * bool(
@@ -91,9 +94,10 @@ def _memory_rows(run_dir: Path, configs, setup: dict, *, batch_size: int | None 
                        f"activations counted on the meta device at batch {batch} a rank{other}, each rank's share of "
                        f"them as the run measured it{zero}{counted}")  # fmt: skip
     if not scales:  # the run's own size (the full one, or a file of yours as written), at another batch
-        if counted:
+        if full.get("activation_mb") is None:
             return rows, f"at batch {measured}, the run's: batch {batch}'s activations could not be counted"
-        return scaled.assign(size=size), f"at batch {batch} a rank: its activations counted on the meta device{other}"
+        said = f"at batch {batch} a rank: its activations counted on the meta device{other}{counted}"
+        return scaled.assign(size=size), said
     if terse:
         return scaled, f"at the full size, counted on the meta device at batch {batch} a rank{other}{counted}"
     return scaled, (f"at the full size: its parameters and activations counted on the meta device at batch {batch} a "
