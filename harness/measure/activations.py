@@ -31,8 +31,24 @@ def activations_on_meta(workload: Workload, *, batch_size: int, dtype: str) -> d
     differ (one sample more, or bf16's beside fp32's), the model's parameters need no second count."""
     try:
         return kept_summary(_saved_bytes(workload, batch_size=batch_size, device=META, dtype=dtype))
-    except Exception:  # a value read (.item()) or an op without a meta kernel
-        return {"activation_mb": None, "activation_top": None}
+    except Exception as exc:  # a value read (.item(), `if tensor.any()`) or an op without a meta kernel
+        return {"activation_mb": None, "activation_top": None, "activation_meta_error": gist(exc)}
+
+
+def gist(exc: BaseException) -> str:
+    """An exception's first line, or its class where it has no message: why a count failed, said in one clause."""
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+
+
+def activations_on_cpu(workload: Workload, *, batch_size: int, dtype: str) -> dict[str, Any]:
+    """`activations_on_meta`'s figures counted on this CPU (real tensors: a forward that reads values, as a mixture of
+    experts' routing does, runs here), for a model the meta device cannot run; `activation_cpu_error` where it cannot
+    be counted here either (this machine's memory, say), said in one clause."""
+    try:
+        with torch.random.fork_rng():  # the build seeds torch's generator: the caller's is left as it was
+            return kept_summary(_saved_bytes(workload, batch_size=batch_size, device=torch.device("cpu"), dtype=dtype))
+    except Exception as exc:
+        return {"activation_mb": None, "activation_top": None, "activation_cpu_error": gist(exc)}
 
 
 def _activations(

@@ -1,11 +1,19 @@
 """A mixture of experts benched small: its idle experts got no gradient (nor Adam's moments), and predict carried that
-share to the full size, where every expert may get tokens."""
+share to the full size, where every expert may get tokens. Its forward routes on values, which the meta device cannot
+run: its activations are counted on the CPU instead, at batches that fit here, carried to the batch asked."""
 
 from __future__ import annotations
 
+import json
+import textwrap
+
 import pandas as pd
 import pytest
+import torch
 
+import workloads
+from harness.commands.predict import counted_here, full_size
+from harness.measure import activations, meta_counts
 from harness.perfmodel import memory, sharded, unused_state
 
 MIB = 2**20
@@ -50,3 +58,88 @@ def test_a_run_that_held_every_gradient_is_left_as_it_was():
     same, note = unused_state.whole_where_unused(scaled, whole)
     assert note == "" and same is scaled
     assert unused_state.short_of(full) == pytest.approx((5.56, 18.64))
+
+
+TOY = textwrap.dedent("""
+    import torch
+    import torch.nn.functional as F
+    from torch import nn
+
+
+    class Routed(nn.Module):
+        def __init__(self, d, experts):
+            super().__init__()
+            self.gate = nn.Linear(d, experts)
+            self.experts = nn.ModuleList(nn.Linear(d, d) for _ in range(experts))
+
+        def forward(self, x):
+            idx = self.gate(x).argmax(-1)
+            out = torch.zeros_like(x)
+            for e, expert in enumerate(self.experts):
+                sel = idx == e
+                if sel.any():  # a value read: the meta device cannot say whether
+                    out[sel] = expert(x[sel])
+            return out
+
+
+    class Toy:
+        def __init__(self, width: int = 16, experts: int = 4):
+            self.width = width
+            self.model = lambda: nn.Sequential(nn.Linear(width, width), nn.Tanh(), Routed(width, experts),
+                                               nn.Linear(width, 3))
+
+        def build_model(self):
+            return self.model()
+
+        def make_batch(self, batch_size, *, device, generator):
+            return (torch.randn(batch_size, self.width, device=device, generator=generator),
+                    torch.randint(0, 3, (batch_size,), device=device, generator=generator))
+
+        def loss(self, model, batch):
+            return F.cross_entropy(model(batch[0]), batch[1])
+""")
+
+
+@pytest.fixture
+def toy(tmp_path):
+    path = tmp_path / "toy.py"
+    path.write_text(TOY)
+    return f"{path}:Toy"
+
+
+def test_a_forward_that_reads_a_value_is_counted_on_the_cpu_and_said_why_not_on_meta(toy):
+    counted = meta_counts.counts(toy, "full", {"width": 64}, batch_size=32, dtype="fp32")
+    assert counted["activation_mb"] is None and "meta" in counted["activation_meta_error"]
+    full = counted_here.with_cpu_activations(counted, toy, {"width": 64}, 32, "fp32")
+    workload = workloads.resolve(toy).create(size="full", options={"width": 64})
+    real = activations.activation_bytes(workload, batch_size=32, device=torch.device("cpu"), dtype="fp32") / MIB
+    assert full["activation_cpu_batches"] == [1, 2] and full["activation_mb"] == pytest.approx(real, rel=0.1)
+    words = counted_here.counted_words(full, 32)
+    assert words.startswith("; its activations on this CPU instead, at batch 1 and 2, carried to batch 32 by what ")
+    assert words.endswith(f"the meta device cannot run its forward ({counted['activation_meta_error']})")
+    assert counted_here.counted_words(FULL, 32) == ""  # counted on the meta device: nothing to add
+
+
+def test_a_model_too_large_to_run_here_is_not_counted_on_the_cpu_and_says_why(toy):
+    refused = meta_counts.activations_on_cpu(toy, "full", {}, batch_size=8, dtype="fp32", param_bytes=2**30,
+                                             room=2**31)  # fmt: skip
+    assert refused["activation_mb"] is None and "this machine has available" in refused["activation_cpu_error"]
+    words = counted_here.counted_words({**refused, "activation_meta_error": "Tensor.item() cannot be called"}, 8)
+    assert words == (f"; its activations could not be counted there (Tensor.item() cannot be called), nor on this "
+                     f"CPU ({refused['activation_cpu_error']})")  # fmt: skip
+
+
+def test_predicts_memory_of_a_routed_model_is_counted_whole_and_on_the_cpu(toy, tmp_path):
+    """The two together, as predict --train-wopt counts the model you will train from a small run's rows."""
+    small = {"param_bytes": 4000.0, "grad_bytes": 4000.0, "largest_param_bytes": 1024.0}
+    rows = pd.DataFrame([held(impl, world, 0.002, 0.004, param=0.0038, **small, workload="toy.py:Toy",
+                              workload_spec=toy, workload_options=json.dumps({"width": 16}))
+                         for impl in ("local", "stock") for world in (1, 2)])  # fmt: skip
+    setup = {key: rows[key].iloc[0] for key in ("workload", "size", "batch_size", "dtype", "optimizer")}
+    scaled, note = full_size.memory_rows(tmp_path, rows, setup, batch_size=8, options={"width": 64})
+    full = meta_counts.counts(toy, "full", {"width": 64}, batch_size=8, dtype="fp32")
+    stock = scaled[(scaled["impl"] == "stock")]
+    assert stock["held_grad_mb"].tolist() == pytest.approx([full["grad_bytes"] / MIB] * 2)
+    assert stock["held_optimizer_state_mb"].tolist() == pytest.approx([2 * full["grad_bytes"] / MIB] * 2)
+    assert stock["activation_mb"].notna().all() and "on this CPU instead, at batch 1 and 2" in note
+    assert "gradients and their optimizer state counted whole" in note

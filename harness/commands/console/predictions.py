@@ -367,7 +367,8 @@ def strategy_choice(state: pd.DataFrame, cluster, *, frames: list[pd.DataFrame],
                     errors=errors, batch=batch, caveat=caveat, batch_note=batch_note, other_end=other_end):  # fmt: skip
         return
     if capacity and not state.empty and state["activation_mb"].isna().all():  # once dropped without a word
-        warning(f"no choice of strategy on {cluster.name}: the activations were not counted, so what fits is unknown")
+        warning(f"no choice of strategy on {cluster.name}: the activations were not counted (why: the note under the "
+                "memory table), so what fits is unknown")  # fmt: skip
 
 
 def errors_on_own_run(words: str) -> None:

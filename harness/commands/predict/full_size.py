@@ -59,6 +59,7 @@ def _memory_rows(run_dir: Path, configs, setup: dict, *, batch_size: int | None 
     `batch_size` a rank where that is not the run's (--batch-size with --local-step-ms: the batch you will train
     at), or with `options` (--train-wopt's); where that cannot be counted on the meta device, the run's own, said to
     be of the smaller size."""
+    from harness.commands.predict.counted_here import counted_words, with_cpu_activations
     from harness.perfmodel.measured import of_setup
     from harness.perfmodel.sharded import at_full_size
     from harness.perfmodel.unused_state import whole_where_unused
@@ -70,7 +71,8 @@ def _memory_rows(run_dir: Path, configs, setup: dict, *, batch_size: int | None 
                                                                                         setup))  # fmt: skip
     if not scales and batch == measured:
         return rows, ""
-    full = full_size_counts(setup, configs, batch_size=batch, options=options)
+    full = with_cpu_activations(full_size_counts(setup, configs, batch_size=batch, options=options),
+                                *trained_source(configs, setup, options), batch, setup.get("dtype"))  # fmt: skip
     added = _sample_added(setup, configs, batch, options, full) if full else None  # what one more sample adds
     scaled = at_full_size(rows, full).assign(batch_size=batch, activation_sample_added_mb=added) if full else None
     scaled, whole = whole_where_unused(scaled, rows) if scaled is not None else (scaled, "")
@@ -80,8 +82,7 @@ def _memory_rows(run_dir: Path, configs, setup: dict, *, batch_size: int | None 
         whose = f"the {size} size's model, not the full size's" if scales else f"batch {measured}, the run's"
         flags = "--size full" * bool(scales) + f" --batch-size {batch}" * bool(batch != measured)
         return rows, f"{whose}: bench {flags.strip()} for the one you will train"
-    counted = "" if full.get("activation_mb") is not None else "; its activations could not be counted there"
-    counted += f"; {whole}" * bool(whole)
+    counted = counted_words(full, batch) + f"; {whole}" * bool(whole)
     from harness.analysis import roles
 
     zero = ", ZeRO-1's optimizer state by torch's partition of them" * bool(
@@ -110,6 +111,8 @@ def _sample_added(setup: dict, configs, batch: int, options: dict | None, full: 
     for backward once, at any batch); None where either could not be counted."""
     from harness.commands.predict.trained_dtype import counted
 
+    if full.get("activation_cpu_batches"):  # counted on this CPU: what the second sample added, counted there
+        return full.get("activation_sample_added_mb")
     spec, options = trained_source(configs, setup, options)
     more = counted(spec, json.dumps(options, sort_keys=True), "full", batch + 1, str(setup.get("dtype") or "fp32"))
     if full.get("activation_mb") is None or more is None:
