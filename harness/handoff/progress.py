@@ -34,12 +34,13 @@ class StepProgress:
 
     The launcher shows it and, from it, judges whether the configuration still moves (see
     `harness.launch.supervise.ProgressWatch`). Called between steps (outside every timed window);
-    a plain rename, no fsync: it is a hint. `phase` is train, or parity for the reference.
+    a plain rename, no fsync: it is a hint. `phase` is train, or parity for the reference; `warmup`: how many of
+    the first steps are warm-up (the launcher names a failure in them so).
     """
 
-    def __init__(self, run: Path, config_id: str, total_steps: int, *, phase: str = "train") -> None:
+    def __init__(self, run: Path, config_id: str, total_steps: int, *, phase: str = "train", warmup: int = 0) -> None:
         self._run = run
-        self._config_id, self._total, self._phase = config_id, total_steps, phase
+        self._config_id, self._total, self._phase, self._warmup = config_id, total_steps, phase, warmup
         self._last = 0.0
 
     def __call__(self, step: int) -> None:
@@ -47,7 +48,13 @@ class StepProgress:
         if now - self._last < PROGRESS_PERIOD_S and step + 1 < self._total:
             return
         self._last = now
-        hint = {"config_id": self._config_id, "phase": self._phase, "step": step + 1, "total": self._total}
+        hint = {
+            "config_id": self._config_id,
+            "phase": self._phase,
+            "step": step + 1,
+            "total": self._total,
+            "warmup": self._warmup,
+        }
         _write_hint(self._run, hint)
 
 

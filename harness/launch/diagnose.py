@@ -23,6 +23,21 @@ LAUNCHER_ERRORS = ("ChildFailedError", "torch.distributed.elastic.")
 """torchrun's own report that a child failed: the wrapper, never the cause."""
 
 
+ABORT = re.compile(r"terminate called after throwing an instance of '([^']*)'\s*\n\s*what\(\):\s*(.+)")
+"""A C++ exception no one caught, as the C++ runtime prints it before it aborts the process (SIGABRT): gloo's or
+NCCL's error where a backend's thread threw it."""
+SOURCE_PREFIX = re.compile(r"^\[(?:enforce fail at )?[^\]\s]+:\d+\]\s*")  # '[enforce fail at …/pair.cc:464] '
+
+
+def abort_message(log_text: str) -> str | None:
+    """The one-line error of the first uncaught C++ exception in a launch's log, its type first ("gloo::EnforceNotMet:
+    … Received data size doesn't match expected size. Is there a distributed collective mismatch in your code?", NCCL's
+    watchdog timeout), without the source file it names; None where no rank aborted so."""
+    lines = "\n".join(RANK_PREFIX.sub("", line.strip()) for line in log_text.splitlines())
+    found = ABORT.search(lines)
+    return f"{found.group(1)}: {SOURCE_PREFIX.sub('', found.group(2).strip())}"[:500] if found else None
+
+
 def _is_exception_line(line: str) -> bool:
     head = line.split(":", 1)[0]
     return head.endswith(("Error", "Exception", "Interrupt")) or "Signal" in head
@@ -88,7 +103,8 @@ def _rank_that_died(run: Path, end: LaunchEnd, hint: dict | None, *, spoke: set[
     exceptions ("connection reset by peer") are the echoes of its death."""
     if not end.came_alive:
         return None
-    exits = supervise.rank_exits(end.log.read_text(errors="replace")) if end.log.is_file() else []
+    text = end.log.read_text(errors="replace") if end.log.is_file() else ""
+    exits = supervise.rank_exits(text)
     died = [e for e in exits if e.rank not in spoke and e.exitcode != -signal.SIGTERM]
     if not died:
         return None
@@ -97,7 +113,8 @@ def _rank_that_died(run: Path, end: LaunchEnd, hint: dict | None, *, spoke: set[
     if exception is not None:
         return {"error_kind": faults.kind_from_text(exception), "error": f"rank {first.rank}: {exception}",
                 "error_file": _relative(first.error_file, run), "rank": first.rank}  # fmt: skip
-    return {"error_kind": "killed", "error": f"{first.describe()}{where(hint)}", "rank": first.rank}
+    aborted = f": {said}" if first.by_signal and (said := abort_message(text)) else ""  # the backend's own words
+    return {"error_kind": "killed", "error": f"{first.describe()}{where(hint)}{aborted}", "rank": first.rank}
 
 
 def _from_log(run: Path, end: LaunchEnd, hint: dict | None) -> dict[str, Any]:

@@ -246,9 +246,13 @@ STEP_NAMES = {"train": "step", "parity": "parity reference step"}
 
 
 def where(hint: dict | None) -> str:
-    """' after rank 0 had reported step 3/10', ' while building', or nothing without a hint. The hint is
-    rank 0's note, written at most twice a second: on fast steps it lags the step the launch ended in."""
+    """' after rank 0 had reported step 3/10' (', a warm-up step' where the hint says it was one), ' before its first
+    step completed', or nothing without a hint. Rank 0 notes a configuration when it starts and each step once done,
+    so a note without a step total says only that no step had completed (its build, its wrapping or its first step:
+    which, the note does not know). The note is written at most twice a second: on fast steps it lags the step the
+    launch ended in."""
     if not hint or not hint.get("total"):
-        return " while building" if hint else ""
+        return " before its first step completed" if hint else ""
     what = STEP_NAMES.get(hint.get("phase"), hint.get("phase") or "step")
-    return f" after rank 0 had reported {what} {hint['step']}/{hint['total']}"
+    warm_up = hint.get("phase") == "train" and hint["step"] <= (hint.get("warmup") or 0)
+    return f" after rank 0 had reported {what} {hint['step']}/{hint['total']}" + ", a warm-up step" * warm_up

@@ -145,7 +145,9 @@ def _build_and_train(cfg, session, strategy, workload, *, run: Path, watch: Rank
     sampler = MemorySampler(session.device, period_s=cfg.mem_period_s).start()
     try:
         built, timeline, comm_note = _build(cfg, session, strategy, workload)
-        progress = StepProgress(run, cfg.config_id, cfg.warmup + cfg.steps) if session.is_main else None
+        progress = (
+            StepProgress(run, cfg.config_id, cfg.warmup + cfg.steps, warmup=cfg.warmup) if session.is_main else None
+        )
         watch.clock.lap("build")
         # The baseline is never held: the gap is measured against it, so a straggler's cost shows as the
         # others' wait rather than cancelling out against a baseline slowed the same way.

@@ -138,3 +138,37 @@ def test_a_rank_killed_without_a_word_is_the_cause_and_its_peers_exception_the_e
     )
     hung = LaunchEnd(-15, log, hint, came_alive=True, hang="timeout: no progress for 61 s")
     assert diagnose_launch(tmp_path, hung) == {"error_kind": "timeout", "error": "timeout: no progress for 61 s"}
+
+
+# What a rank printed before it aborted, from a MoE model's run under fsdp (its ranks routed tokens to different
+# experts, so their reduce-scatters' sizes differed), with rank 0's echo after it.
+GLOO_ABORT = (
+    "terminate called after throwing an instance of 'gloo::EnforceNotMet'\n"
+    "  what():  [enforce fail at /__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:464] "
+    "op.preamble.length <= op.nbytes. 598048 vs 532128. Received data size doesn't match expected size. Is there a "
+    "distributed collective mismatch in your code?\nFatal Python error: Aborted\n"
+    "RuntimeError: [/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:545] Read error "
+    "[127.0.0.1]:6051: Connection reset by peer.\n"
+)
+
+
+def test_an_aborted_rank_is_told_with_its_backends_words_and_only_the_phase_rank_0_noted(tmp_path):
+    """rank 0's note said only that the configuration had started (its first step was in backward): not 'building'."""
+    log = tmp_path / "world-2.log"
+    log.write_text(GLOO_ABORT + SUMMARY.format(code=-6, error_file="<N/A>"))
+    hint = {"config_id": "0007-w2-moe-small-fsdp", "phase": "build", "step": 0, "total": None}
+    failure = diagnose_launch(tmp_path, LaunchEnd(1, log, hint, came_alive=True))
+    assert failure["error"] == (
+        "rank 1 killed by SIGABRT (exit code -6) before its first step completed: gloo::EnforceNotMet: "
+        "op.preamble.length <= op.nbytes. 598048 vs 532128. Received data size doesn't match expected size. Is there "
+        "a distributed collective mismatch in your code?"
+    )
+    warming = {**hint, "phase": "train", "step": 1, "total": 5, "warmup": 2}
+    assert diagnose_launch(tmp_path, LaunchEnd(1, log, warming, came_alive=True))["error"].startswith(
+        "rank 1 killed by SIGABRT (exit code -6) after rank 0 had reported step 1/5, a warm-up step: gloo::"
+    )
+    log.write_text(SUMMARY.format(code=-9, error_file="<N/A>"))  # no abort printed: nothing added
+    measured = {**warming, "step": 3}
+    assert diagnose_launch(tmp_path, LaunchEnd(1, log, measured, came_alive=True))["error"] == (
+        "rank 1 killed by SIGKILL (exit code -9) after rank 0 had reported step 3/5"
+    )
