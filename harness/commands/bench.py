@@ -271,7 +271,7 @@ def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
     with costs.timed(plan.phases_s, "verdicts"):
         configs = _verdicts(config, plan, repeat_s=repeat_s)  # the time more repeats would take
     failed_parity = int((~configs["parity_ok"].fillna(True).astype(bool)).sum()) if "parity_ok" in configs else 0
-    return summarize(plan, time.monotonic() - began, parity_failed=failed_parity)
+    return summarize(plan, time.monotonic() - began, parity_failed=failed_parity, run_command=config.command)
 
 
 def _verdicts(config: BenchConfig, plan, *, repeat_s: float | None = None):

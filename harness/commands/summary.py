@@ -3,6 +3,7 @@ went (the phases of harness.handoff.costs, the rest as `other`), added up over t
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -19,8 +20,36 @@ def counts_text(counts: dict[str, int], *, parity_failed: int = 0) -> str:
     return text + (f" ({parity_failed} of the ok failed parity: see PARITY FAILED above)" if parity_failed else "")
 
 
-def summarize(plan, wall_s: float, *, parity_failed: int = 0) -> int:
-    """The run's counts and wall time on the terminal and in `summary.json`; exit 1 if any failed."""
+FIX = re.compile(r"--opt ([A-Za-z_]\w*=[^\s;,)\]]+)")
+"""A fix a failure's words name, as a flag ('--opt find_unused_parameters=true lets DDP run such a model')."""
+
+
+def named_fixes(errors) -> list[str]:
+    """Each `--opt KEY=VALUE` the failures' words name as their fix, once each, in the order first named."""
+    return list(dict.fromkeys(fix for error in errors for fix in FIX.findall(str(error or ""))))
+
+
+def fix_words(configs, command: tuple[str, ...]) -> str:
+    """'; 4 of them name their fix, which --retry-failed would not apply: a new run with it: ddpbench bench … --opt
+    find_unused_parameters=true': the whole bench command with the fix the failures name (a retry runs them with the
+    same options, to fail again); '' where none names one."""
+    from harness.commands.console.rounds import fresh_run_command
+
+    failed = configs[configs["status"] == "failed"] if "status" in configs else configs.iloc[:0]
+    fixes = named_fixes(failed.get("error", ()))
+    naming = sum(bool(FIX.search(str(error or ""))) for error in failed.get("error", ()))
+    more = tuple(word for fix in fixes for word in ("--opt", fix))
+    fresh = fresh_run_command(command, more, options=tuple(fix.split("=")[0] for fix in fixes)) if fixes else ""
+    if not fresh:
+        return ""
+    which = "it names its" if len(failed) == 1 else f"{naming} of them name their"
+    it = "it" if len(fixes) == 1 else "them"
+    return f"; {which} fix, which --retry-failed would not apply: a new run with {it}: {fresh}"
+
+
+def summarize(plan, wall_s: float, *, parity_failed: int = 0, run_command: tuple[str, ...] = ()) -> int:
+    """The run's counts and wall time on the terminal and in `summary.json`; exit 1 if any failed. `run_command`: the
+    run's bench command, which a fix its failures name is given with."""
     totals = write_summary(plan, wall_s, complete=True)
     text = counts_text(totals["status_counts"], parity_failed=parity_failed)
     sessions = totals["sessions"]
@@ -33,6 +62,10 @@ def summarize(plan, wall_s: float, *, parity_failed: int = 0) -> int:
     failed = totals["status_counts"].get("failed", 0)  # a failure is kept, not run again: how to, where it is counted
     command = invoked.resume_hint(plan.run_id, folder, more=("--retry-failed",))
     again = f"; {failed} failed: {console.retry_words(failed, command)}" if failed else ""
+    if failed:
+        from harness.results import store
+
+        again += fix_words(store.read_configs(plan.run), command=tuple(run_command))
     console.say(f"ddpbench: run {plan.run_id} finished {took} {text}; results in {plan.run}/ (its pages: "
                 f"{invoked.ddpbench_command()} report{results}){again}")  # fmt: skip  # as typed: pasted in this shell
     session = totals["session"]  # at most one line more: the fixed cost, the steps, where the wall time went

@@ -195,3 +195,27 @@ def test_a_fault_injected_only_in_a_resumed_session_is_recorded_and_named(tmp_pa
     monkeypatch.setenv("DDPBENCH_FAULT", "slow:rank=1,ms=10")
     record_session(tmp_path, ("ddpbench", "bench", "--resume", "r"))
     assert injected_fault(store.read_run_meta(tmp_path)) == "slow:rank=1,ms=10"
+
+
+def test_a_failure_that_names_its_fix_gets_the_whole_new_bench_command_with_it():
+    """A walkthrough's MoE run failed stock and zero on unused parameters ('--opt find_unused_parameters=true lets DDP
+    run such a model'), and its last line offered only `--resume RUN --retry-failed`, which runs them again without
+    it: the fix is given in the run's command, made a new run (no --run-id, its old value of the option gone)."""
+    import pandas as pd
+
+    from harness.commands.summary import fix_words
+
+    unused = (
+        "rank 0: RuntimeError: DDP: the loss did not use some of the model's parameters (blocks.0.w and 97 "
+        "more); --opt find_unused_parameters=true lets DDP run such a model [traceback in the run folder: x]"
+    )
+    configs = pd.DataFrame({"status": ["ok", "failed", "failed", "failed"],
+                            "error": [None, unused, unused, "rank 1 killed by SIGABRT (exit code -6)"]})  # fmt: skip
+    command = ("/x/ddpbench", "bench", "--workloads", "moe.py:MoE", "--impls", "stock,zero,fsdp", "--run-id", "moe",
+               "--opt", "find_unused_parameters=false", "--opt=bucket_cap_mb=1,25", "--retry-failed")  # fmt: skip
+    said = fix_words(configs, command)
+    assert said.startswith("; 2 of them name their fix, which --retry-failed would not apply: a new run with it: ")
+    assert said.endswith(" bench --workloads moe.py:MoE --impls stock,zero,fsdp --opt=bucket_cap_mb=1,25 --opt "
+                         "find_unused_parameters=true")  # fmt: skip
+    assert fix_words(configs.assign(error="rank 1 killed by SIGABRT (exit code -6)"), command) == ""
+    assert fix_words(configs, ("/x/ddpbench",)) == ""  # the run's command not known: the retry's words alone

@@ -227,23 +227,39 @@ def new_run_command(command: tuple[str, ...], max_repeats: int) -> str:
     """The run's command as a new run with `--max-repeats` and no --budget (it runs until decided or that many
     repeats): a command to paste, as ddpbench was called here (a resume refuses a new --max-repeats: the error
     rate its looks keep rests on it). 'the same command with …' where the run's command is not known."""
+    said = fresh_run_command(command, ("--max-repeats", str(max_repeats)))
+    return f"a new run: {said}" if said else f"the same command with --max-repeats {max_repeats}"
+
+
+def fresh_run_command(command: tuple[str, ...], more: tuple[str, ...], *, options: tuple[str, ...] = ()) -> str:
+    """The run's bench command as a new run (DROPPED's flags left out; the --opt of each of `options`' keys too, which
+    `more` sets again) with `more` after it, as ddpbench was called here; '' where the run's command is not known."""
     import shlex
 
     from harness.commands.console.invoked import ddpbench_command
 
     if len(command) < 2:
-        return f"the same command with --max-repeats {max_repeats}"
+        return ""
     full = _full_names(command[2:]) if command[1] == "bench" else {}
     words, skip = [], 0
-    for word in command[1:]:
+    for k, word in enumerate(command[1:], start=1):
         if skip:
             skip -= 1
         elif (name := full.get(word.split("=")[0], word.split("=")[0])) in DROPPED:
             skip = DROPPED[name] if "=" not in word else 0
+        elif name == "--opt" and _sets(word.partition("=")[2] or _at(command, k + 1), options):
+            skip = 0 if "=" in word else 1  # an option `more` gives anew: its old value would be run beside it
         else:
             words.append(word)
-    words += ["--max-repeats", str(max_repeats)]
-    return f"a new run: {ddpbench_command()} {shlex.join(words)}"
+    return f"{ddpbench_command()} {shlex.join([*words, *more])}"
+
+
+def _at(command: tuple[str, ...], k: int) -> str:
+    return command[k] if k < len(command) else ""
+
+
+def _sets(assignment: str, options: tuple[str, ...]) -> bool:
+    return assignment.split("=")[0] in options
 
 
 def _full_names(words: tuple[str, ...]) -> dict[str, str]:
