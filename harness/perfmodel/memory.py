@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 
 from harness.analysis import roles
-from harness.perfmodel.pick import parity
+from harness.perfmodel.pick import failed, parity
 from harness.perfmodel.sharding import zero
 from harness.results.values import options_of
 
@@ -55,14 +55,14 @@ def state_per_rank(configs: pd.DataFrame, worlds: list[int]) -> pd.DataFrame:
     NaN where not), tokens_per_batch,
     buckets_mb (`_buckets`), unsharded_mb (`_unsharded`; NaN where not recorded), optimizer_temp_mb
     (TEMPORARY_SHARE), parity_failed_by and parity_failed_tolerance (pick.parity.failure: NaN unless it failed
-    parity). Empty where no strategy qualifies."""
+    parity), failed_here (pick.failed.FAILED: the run's failed strategies). Empty where no strategy qualifies."""
     held = [column for column in HELD if column in configs]
     if len(held) < len(HELD) or configs.empty:
         return pd.DataFrame()
     ok = roles.with_roles(configs[(configs["status"] == "ok") & configs[held].notna().all(axis=1)])
     ok = ok[~ok["baseline"].astype(bool)]
     ok = ok.assign(impl_options=[_as_run(i, o) for i, o in zip(ok["impl"], ok["impl_options"], strict=True)])
-    rows = []
+    rows, failures = [], failed.failures(configs, _as_run)  # every row carries them: a failed one may have none
     for key, group in ok.groupby([k for k in STRATEGY_KEYS if k in ok], dropna=False, sort=False):
         by_world = group.groupby("world_size")[held].max()
         if len(by_world) < 2:
@@ -101,7 +101,7 @@ def state_per_rank(configs: pd.DataFrame, worlds: list[int]) -> pd.DataFrame:
                          "optimizer_temp_mb": state.get("held_optimizer_state_mb", 0.0)
                          * TEMPORARY_SHARE.get(str(base.get("optimizer")), 0.0),
                          "unsharded_mb": unsharded, "hook_state_mb": hook_state,
-                         "hook_copies_mb": hook_copies, **parity.failure(group)})  # fmt: skip
+                         "hook_copies_mb": hook_copies, **parity.failure(group), failed.FAILED: failures})  # fmt: skip
     return pd.DataFrame(rows)
 
 

@@ -149,10 +149,11 @@ def _unmodelled_why(state: pd.DataFrame, labels: list[str]) -> str:
 def unchosen_words(state: pd.DataFrame, choices: list, capacity_gib: float) -> list[str]:
     """What the choice leaves out, each in a phrase: the strategies that fit without a step model, the shares of
     memory a run from before did not record, the strategies whose activations were not counted; first, the strategies
-    that failed parity in the run (pick.parity), which it never offers."""
+    that failed parity in the run (pick.parity) or failed outright (pick.failed), which it never offers."""
+    from harness.perfmodel.pick import failed as died
     from harness.perfmodel.pick import parity
 
-    failed, state = parity.left_out_words(state), parity.passed(state)
+    failed, gone, state = parity.left_out_words(state), died.left_out_words(state), died.bookable(parity.passed(state))
     untimed = untimed_that_fit(state, choices, capacity_gib)
     one = len(untimed) == 1
     every = sorted(c.world_size for c in choices)  # a name alone fits at every one
@@ -160,6 +161,7 @@ def unchosen_words(state: pd.DataFrame, choices: list, capacity_gib: float) -> l
                       for name, worlds in untimed.items())  # fmt: skip
     why = _unmodelled_why(state, list(untimed))
     said = [failed] if failed and choices else []
+    said += [gone] if gone and choices else []
     if untimed:
         said.append(f"{where} fit{'s' if one else ''} too, with no step model to predict {'its' if one else 'their'} "
                     f"step here{why}: the run page compares what the run measured")  # fmt: skip

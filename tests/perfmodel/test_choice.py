@@ -718,6 +718,43 @@ def test_a_runs_failed_parity_reaches_the_model_state_and_a_run_without_toleranc
     assert parity.failure(rows) == {parity.FAILED_BY: 4e-3, parity.TOLERANCE: 6e-5}
 
 
+ABORTED = (
+    "rank 1 killed by SIGABRT (exit code -6) before its first step completed: gloo::EnforceNotMet: Received "
+    "data size doesn't match expected size. Is there a distributed collective mismatch in your code?"
+)
+
+
+def test_a_strategy_that_failed_in_the_run_is_no_booking_and_never_named_as_not_benched():
+    """A walkthrough's fsdp died at 2 ranks on a mixture-of-experts model (its ranks routed tokens to different
+    experts: gloo's collective mismatch), too few world sizes to fit its memory, yet predict's answer named it 'fsdp
+    not benched … bench it (--impls fsdp)' beside the table: it was benched, and failed; said once with its words."""
+    import json
+
+    from test_state_per_rank import RUN
+
+    from harness.perfmodel.memory import state_per_rank
+    from harness.perfmodel.pick import failed
+
+    assert json.loads(state_per_rank(RUN, [8])[failed.FAILED].iloc[0]) == []  # its other repeat at 2 ranks ran
+    died = RUN[~((RUN["impl"] == "fsdp") & (RUN["status"] == "ok") & (RUN["world_size"] == 2))]
+    state = state_per_rank(died.assign(error=ABORTED), [8])
+    assert (
+        "fsdp" not in set(state["impl"]) and failed.left_out_words(state) == f"fsdp failed at 2 ranks here: {ABORTED}"
+    )
+    listed = json.dumps([{"impl": "fsdp", "impl_options": "{}", "world_size": 2, "error": ABORTED}])
+    unfit = predictions.labelled(_state([("stock", 8, 20.0), ("zero", 8, 90.0)]).assign(failed_here=listed))
+    frames = [_frame(8, 100.0, 130.0).assign(fsdp_step_ms=90.0)]  # FSDP2's step the fastest
+    (w8,) = choice.choose(unfit, frames, 80.0)
+    assert [c.strategy for c in w8.picked] == ["stock"] and not w8.unbenched
+    assert memory_words.unchosen_words(unfit, [w8], 80.0)[0] == f"fsdp failed at 2 ranks here: {ABORTED}"
+    # measured at the world sizes its memory is fitted from, failed at a larger one: left out all the same
+    later = listed.replace('"world_size": 2', '"world_size": 4')
+    benched = predictions.labelled(_state([("stock", 8, 20.0), ("fsdp", 8, 10.0)]).assign(failed_here=later))
+    (w8,) = choice.choose(benched, frames, 80.0)
+    assert [c.strategy for c in w8.picked] == ["stock"] and not w8.others and not w8.unbenched
+    assert failed.left_out_words(benched).startswith("fsdp failed at 4 ranks here: rank 1 killed by SIGABRT")
+
+
 def test_tied_gpu_counts_say_their_published_caveats_together_once(capsys):
     """A walkthrough on dgx-a100 at 1, 2 and 4 nodes read the 2-node tables' misses twice in one bracket ('at 2 nodes
     …; at 2 nodes (the most checked, for 4 nodes) …'), each with its advice: where the GPU counts tie on one line,

@@ -17,7 +17,7 @@ from harness.analysis import agreement, roles
 from harness.perfmodel.fits import is_tight
 from harness.perfmodel.memory import need_mb
 from harness.perfmodel.memory_words import SAME_COLLECTIVES, same_collectives_note
-from harness.perfmodel.pick import bounds, parity, ranked
+from harness.perfmodel.pick import bounds, failed, parity, ranked
 from harness.perfmodel.pick.compressed import compressed_note, compressed_rows
 
 
@@ -205,10 +205,11 @@ def model_apart(fastest: Candidate, other: Candidate, errors: dict[str, list[flo
 def choose(state: pd.DataFrame, frames: list[pd.DataFrame], capacity_gib: float,
            errors: dict[str, list[float]] | None = None) -> list[Choice]:  # fmt: skip
     """Per cluster frame (one GPU count each, with ZeRO-1's and FSDP2's columns), the choice among the strategies whose
-    parity did not fail in the run (pick.parity); [] without a GPU memory or without counted activations
-    (memory_words.fit_words says nothing then either). `errors`: each step model's error on the run's own steps, which
-    widens what is too close to call between two models (`model_apart`)."""
-    everything, state = state, parity.passed(state)  # one that failed parity is no booking (said: unchosen_words)
+    parity did not fail in the run (pick.parity) and that failed nowhere in it (pick.failed); [] without a GPU memory
+    or without counted activations (memory_words.fit_words says nothing then either). `errors`: each step model's
+    error on the run's own steps, which widens what is too close to call between two models (`model_apart`)."""
+    # one that failed parity or failed outright is no booking (said: unchosen_words)
+    everything, state = state, failed.bookable(parity.passed(state))
     if not capacity_gib or state.empty or state["activation_mb"].isna().all():
         return []
     state, choices = roles.with_roles(state), []  # once: each test of a role below would fill them again
@@ -242,7 +243,11 @@ def choose(state: pd.DataFrame, frames: list[pd.DataFrame], capacity_gib: float,
                       (each[0], each[-1]) if open_on else ([], []))  # fmt: skip
         # named where faster than the pick at a corner at least (`faster_at_every_corner` says whether at each), or,
         # where nothing benched fits, as the way out: what a rank of theirs holds is unmeasured
-        benched = {*models, *parity.benched_models(everything, made.world_size, MODELS)}  # failed ones: benched too
+        benched = {
+            *models,
+            *parity.benched_models(everything, made.world_size, MODELS),
+            *failed.benched_models(everything, MODELS),
+        }  # failed ones: benched too
         faster = [c for c in _unbenched(benched, frame) if not picked or made.faster_at_a_corner(c)]
         choices.append(dataclasses.replace(made, unbenched=faster))
     return choices

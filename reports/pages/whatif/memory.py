@@ -18,6 +18,7 @@ from harness.perfmodel.measured import of_setup
 from harness.perfmodel.memory import mib_text, need_mb, state_per_rank, unrecorded
 from harness.perfmodel.memory_words import activation_words, fit_words
 from harness.perfmodel.own_check import OwnCheck, unborne_words
+from harness.perfmodel.pick import failed as gone
 from harness.perfmodel.pick import parity, ranked
 from harness.perfmodel.pick.choice_table import chosen, table_header, table_rows, tokens_a_step
 from harness.perfmodel.pick.words import choice_words
@@ -69,7 +70,8 @@ def choice_section(configs: pd.DataFrame, group: pd.DataFrame, cluster: Cluster,
     even = optimizer_break_even(frames[-1], optimizer_ms=optimizer_ms, step_ms=first["local_step_ms"]) if on_cpu else ""
     left_out = first.get("own_costs_left_out", "")  # FSDP's and ZeRO's own costs, a CPU's, as the console says
     failed = parity.left_out_words(labelled)  # in sight, not only in the folded words: it is never booked
-    said = "; ".join(part for part in (failed, roles.shards_nothing_words(state), _misses(cluster, group, frames),
+    died = gone.left_out_words(labelled)  # a strategy that failed in the run: never booked either
+    said = "; ".join(part for part in (failed, died, roles.shards_nothing_words(state), _misses(cluster, group, frames),
                                        cpu if on_cpu else "", even, left_out) if part)  # fmt: skip
     header = table_header(cost=batch is not None, tokens=tokens_a_step(labelled) is not None)
     if booked is not None and rows:

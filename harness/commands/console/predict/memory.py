@@ -23,6 +23,7 @@ def model_state(state: pd.DataFrame, worlds: list[int], cluster=None, *, size_no
     from harness.perfmodel.fits import fit_phrase
     from harness.perfmodel.memory import need_mb, unrecorded
     from harness.perfmodel.memory_words import activation_words, floor_words
+    from harness.perfmodel.pick import failed
 
     state = labelled(state)
     at = state[state["world_size"].isin(worlds)].sort_values(["world_size", "total_mb"], kind="stable")
@@ -69,7 +70,13 @@ def model_state(state: pd.DataFrame, worlds: list[int], cluster=None, *, size_no
         say(f"ddpbench predict: memory per rank{counts} on {getattr(cluster, 'name', 'the GPU')}, as above{roomy}:")
     for row in table:
         say("  " + "  ".join(cell.ljust(width) for cell, width in zip(row, [*widths, 0], strict=False)).rstrip())
-    notes = (*_variants(groups.values(), state), floor_words(state), unrecorded(at) if counted else "", size_note)
+    notes = (
+        *_variants(groups.values(), state),
+        floor_words(state),
+        unrecorded(at) if counted else "",
+        size_note,
+        failed.left_out_words(state),
+    )  # a strategy that failed: why it is never booked, in the table or not
     for words in notes:  # several clusters: a note the first's but for its name, said with the first alone
         name = getattr(cluster, "name", "")
         if words and once(f"memory note: {words.replace(name, '{cluster}') if name else words}"):
