@@ -753,6 +753,13 @@ def test_a_strategy_that_failed_in_the_run_is_no_booking_and_never_named_as_not_
     (w8,) = choice.choose(benched, frames, 80.0)
     assert [c.strategy for c in w8.picked] == ["stock"] and not w8.others and not w8.unbenched
     assert failed.left_out_words(benched).startswith("fsdp failed at 4 ranks here: rank 1 killed by SIGABRT")
+    # FSDP2's answer, a prediction beside DDP's, says it too; ZeRO-1's, whose strategies did not fail, says nothing
+    from harness.analysis import roles
+
+    assert failed.timed_by(benched, roles.shards_parameters) == (
+        "fsdp failed at 4 ranks here, so it is no booking: a prediction only"
+    )
+    assert failed.timed_by(benched, roles.sharded_optimizer_over_allreduce) == "" == failed.timed_by(None, bool)
 
 
 def test_tied_gpu_counts_say_their_published_caveats_together_once(capsys):

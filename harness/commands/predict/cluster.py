@@ -218,10 +218,11 @@ def run_steps(args: argparse.Namespace, chosen, profile, caps: list[float], *, d
     known (`steps_known`), each strategy's collectives per node count instead, and what gives the rest."""
     import pandas as pd
 
-    from harness.analysis import agreement
+    from harness.analysis import agreement, roles
     from harness.perfmodel import predict
     from harness.perfmodel.clusters import published
     from harness.perfmodel.clusters.nccl import ClusterLink
+    from harness.perfmodel.pick import failed
     from harness.perfmodel.schedule import Calibration, calibrate
     from harness.perfmodel.sharded import cluster_frame, optimizer_break_even, optimizer_share_caveat
     from harness.perfmodel.sharding import own_costs
@@ -354,11 +355,13 @@ def run_steps(args: argparse.Namespace, chosen, profile, caps: list[float], *, d
 
     zero_floor = "" if full_size.has_zero_floors(rows) else floors["ZeRO-1"]  # said in its answer where it has one
     fsdp_floor = "" if full_size.has_fsdp_floors(rows) else floors["FSDP2"]
+    zero_failed, fsdp_failed = (failed.timed_by(state, rows) for rows in (roles.sharded_optimizer_over_allreduce,
+                                                                         roles.shards_parameters))  # fmt: skip
     full_size.zero_answer(rows, optimizer_ms=profile.optimizer_s * 1e3, largest=largest_parameter(profile),
-                          whose=whose, small=small,
-                          caveat=joined(*caveat, zero_floor, *cpu_split("ZeRO-1"), zero_own.note))  # fmt: skip
+                          whose=whose, small=small, caveat=joined(*caveat, zero_floor, *cpu_split("ZeRO-1"),
+                                                                  zero_own.note, zero_failed))  # fmt: skip
     fsdp_note = full_size.fsdp_own_note(sharded)  # the console's words; the page's in full
-    fsdp_caveat = joined(*caveat, fsdp_floor, *cpu_split("FSDP2"), fsdp_note)
+    fsdp_caveat = joined(*caveat, fsdp_floor, *cpu_split("FSDP2"), fsdp_note, fsdp_failed)
     full_size.fsdp_answer(rows, whose=whose, small=small, caveat=fsdp_caveat)
     if state is not None:  # the two halves joined: the fastest of the strategies that fit (floors in its own words)
         asked = predict_input.memory_batch(args, setup) if setup else None

@@ -72,13 +72,29 @@ def left_out_words(state: pd.DataFrame) -> str:
     listed = _listed(state)
     said = []
     for strategy, rows in listed.groupby("strategy", sort=False) if len(listed) else ():
-        worlds = ", ".join(str(w) for w in sorted(rows["world_size"].unique()))
-        ranks = "rank" if worlds == "1" else "ranks"
-        said.append(f"{strategy} failed at {worlds} {ranks} here: {_gist(rows['error'].iloc[0])}")
+        said.append(f"{strategy} failed at {_ranks(rows)} here: {_gist(rows['error'].iloc[0])}")
     return "; ".join(said)
+
+
+def _ranks(rows: pd.DataFrame) -> str:
+    """'2 ranks', '1, 2 ranks': the world sizes one strategy's failures were at."""
+    worlds = ", ".join(str(w) for w in sorted(rows["world_size"].unique()))
+    return f"{worlds} {'rank' if worlds == '1' else 'ranks'}"
 
 
 def _gist(error: str) -> str:
     """A failure's words without where its traceback lies (the run page links it), cut at GIST_CHARS."""
     error = error.split(" [traceback in the run folder", 1)[0].strip() or "no error recorded"
     return error if len(error) <= GIST_CHARS else error[: GIST_CHARS - 1].rstrip() + "…"
+
+
+def timed_by(state: pd.DataFrame | None, rows) -> str:
+    """'fsdp failed at 2 ranks here, so it is no booking: a prediction only', said beside a step model's answer
+    (`rows`: the role mask of the strategies it times, as choice.MODELS gives it) where the run saw such a strategy
+    fail; '' where none did, or without a run's state."""
+    listed = roles.with_roles(_listed(state)) if state is not None else pd.DataFrame()
+    timed = listed[rows(listed).to_numpy()] if len(listed) else listed
+    said = []
+    for strategy, failures in timed.groupby("strategy", sort=False) if len(timed) else ():
+        said.append(f"{strategy} failed at {_ranks(failures)} here, so it is no booking: a prediction only")
+    return "; ".join(said)
