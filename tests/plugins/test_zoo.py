@@ -97,6 +97,23 @@ def test_a_width_or_head_count_given_carries_the_fields_derived_from_them_as_tra
     assert workloads.create("hf:t5", size="full", options={"num_heads": 16}).config().d_kv == 64
 
 
+@pytest.mark.parametrize("size", ["full", "small"])
+def test_an_option_carries_what_the_constructor_derives_from_it_as_built_with_it(size):
+    """T5Config(d_model=768, d_ff=3072, num_layers=12, num_heads=12) is T5-base, 222,903,552 parameters; set one by
+    one after the default was built, num_decoder_layers stayed t5-small's 6 (166.3M). A derived field the size set
+    apart from the constructor's stays: gemma3n's intermediate size, a list of the size's one a layer."""
+    base = dict(d_model=768, d_ff=3072, num_layers=12, num_heads=12)
+    t5 = workloads.create("hf:t5", size=size, options=base)
+    assert (t5.config().num_layers, t5.config().num_decoder_layers) == (12, 12)
+    if size == "full":
+        with torch.device("meta"):
+            assert sum(p.numel() for p in t5.build_model().parameters()) == 222_903_552
+    given = workloads.create("hf:t5", size=size, options={**base, "num_decoder_layers": 3}).config()
+    assert given.num_decoder_layers == 3  # one the user gives stays
+    gemma3n = workloads.create("hf:gemma3n_text", size="small", options={"num_hidden_layers": 3}).config()
+    assert (gemma3n.intermediate_size, len(gemma3n.layer_types)) == ([1024] * 3, 3)
+
+
 def test_a_width_your_config_file_gives_stays_when_options_change_the_heads(tmp_path):
     """LlamaConfig(head_dim=128, hidden_size=2048) keeps 128: so does a file of yours that says head_dim."""
     config = tmp_path / "config.json"

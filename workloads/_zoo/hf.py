@@ -10,7 +10,8 @@ for Llama 3.1); `tiny` and `small` scale its standard fields down for the CPU (S
 it sets smaller stays). Dropout is 0 so a step is deterministic (parity compares exactly); the key/value cache is
 off. The parameters are fp32 whatever the
 configuration's torch_dtype says (`--dtype` picks the compute). Options (`--wopt`) set any field
-of the configuration after the scaling (`num_hidden_layers=4`), and `seq_len`, `task`.
+of the configuration after the scaling (`num_hidden_layers=4`), what its constructor derives from them following
+as built with them (t5's num_decoder_layers, unless given), and `seq_len`, `task`.
 FSDP's blocks are the model's own `_no_split_modules`; `tokens_per_sample` is the sequence length
 (both sequences for seq2seq).
 """
@@ -29,7 +30,7 @@ from torch import nn
 
 from harness.protocols import ConfigError, UnknownOption, WorkloadDefaults
 from workloads._text import TransformerShape, causal_lm_batch, masked_lm_batch, token_loss
-from workloads._zoo.hf_heads import heads_follow, heads_of, is_count
+from workloads._zoo.hf_heads import heads_follow, heads_of, is_count, options_set
 from workloads._zoo.source import Source, did_you_mean, file_hash, unknown
 from workloads._zoo.vision import deterministic
 
@@ -156,8 +157,7 @@ class HFModel(WorkloadDefaults):
         if self._seq:
             _set_if_smaller(config, "max_position_embeddings", int(self._seq))
         before = heads_of(config)
-        for key, value in self.options.items():
-            setattr(config, key, value)
+        options_set(config, self.fields["model_type"], fields, self.options)
         heads_follow(config, before, model_type=self.fields["model_type"], kept={*self.options, *self.fields})
         return config
 

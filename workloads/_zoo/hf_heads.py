@@ -1,13 +1,67 @@
-"""The fields a transformers configuration derives from its width and head count (llama's head_dim and key/value
-heads), made to follow `--wopt` options that change those, as the configuration's own constructor would."""
+"""The fields a transformers configuration derives from others (t5's num_decoder_layers, llama's head_dim and
+key/value heads), made to follow the `--wopt` options that change those, as the configuration's own constructor
+derives them."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 from typing import Any
 
 WIDTH_FIELDS = ("head_dim", "d_kv", "kv_channels", "attention_head_dim")  # a head's width, by each of its names
 PROBE = (96, 3)  # a width and head count no default has: what a constructor derives from them shows there
+
+
+def options_set(config, model_type: str, fields: dict[str, Any], options: dict[str, Any]) -> None:
+    """The options set on `config` (`fields`' configuration, scaled to a size), and what its constructor derives
+    from them following them, as built with them: t5's num_decoder_layers from num_layers, layer_types from
+    num_hidden_layers. Set after it was built, --wopt d_model=768 d_ff=3072 num_layers=12 num_heads=12 kept
+    t5-small's 6 decoder layers: 166.3M parameters for T5-base's 222.9M."""
+    from transformers import AutoConfig
+
+    own = {_own_name(config, key): value for key, value in options.items()}
+    defaults = AutoConfig.for_model(model_type, **fields).to_dict()
+    derived = _derived_from(defaults, model_type, fields, own)
+    sized = {key: value for key, value in config.to_dict().items() if defaults.get(key) != value}
+    for key, value in options.items():  # by the names given (swin's num_attention_heads=8 is no list its num_heads)
+        setattr(config, key, value)
+    try:
+        follow = derived - _sized_apart(sized, derived, model_type, fields)
+        built = AutoConfig.for_model(model_type, **{**fields, **_without(sized, follow), **own}) if derived else None
+    except Exception:  # a size's fields its validators refuse (zamba's layer_types at 2 layers): kept as set
+        return
+    for key in derived:
+        with contextlib.suppress(Exception):  # a field its own setter refuses (neomme's per-layer view) stays
+            setattr(config, key, getattr(built, key))
+
+
+def _sized_apart(sized: dict[str, Any], derived: set[str], model_type: str, fields: dict[str, Any]) -> set[str]:
+    """The derived fields the size set apart from what the constructor derives at the size: gemma3n's intermediate
+    size (a list a layer), not t5's num_decoder_layers (num_layers' own): built with the options, they stay."""
+    from transformers import AutoConfig
+
+    if not derived & sized.keys():
+        return set()
+    at_size = AutoConfig.for_model(model_type, **{**fields, **_without(sized, derived)})
+    return {key for key in derived & sized.keys() if getattr(at_size, key, None) != sized[key]}
+
+
+def _derived_from(before: dict[str, Any], model_type: str, fields: dict[str, Any], options: dict[str, Any]) -> set:
+    """The fields the constructor sets otherwise (than in `before`, built without them) when given the options: t5's
+    num_decoder_layers for num_layers."""
+    from transformers import AutoConfig
+
+    if not options:
+        return set()
+    try:
+        after = AutoConfig.for_model(model_type, **{**fields, **options}).to_dict()
+    except Exception:  # options its validators refuse at its defaults (heads not dividing 4096): set as given, and
+        return set()  # refused where wrong at the size by `check_heads`
+    return {key for key in after if key not in options and before.get(key) != after[key]}
+
+
+def _without(values: dict[str, Any], keys: set[str]) -> dict[str, Any]:
+    return {key: value for key, value in values.items() if key not in keys}
 
 
 def heads_of(config) -> dict[str, Any]:
