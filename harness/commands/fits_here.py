@@ -152,16 +152,16 @@ def too_large_here(
     ranks: int | None = None,
     many: bool = True,
 ) -> str:
-    """'a DDP rank holds about 31.2 GiB of parameters, … at batch 8, sequence 1024, fp32, SGD (bench's defaults),
-    more than the 18.2 GiB this machine has available for 2 ranks' where `bench --workloads NAME` (its default batch,
-    fp32, SGD: said, as a 1.3B model's 47 GiB read as what training it takes, AdamW's 10 GiB more unsaid) would
-    outgrow it: on the CPU as bench's own check judges it (console.plan: the host's available memory, shared by its 2
-    simulated ranks), on a GPU by its memory, one rank (bench checks none there); else, on the CPU, where it has more
-    than SHORT_PARAMETERS, list's own limit (bench --dry-run says how long its steps take); '' where it fits or
-    cannot be counted. Memory is judged first: a 40B model was told only its count, never that no rank could hold
-    it. A user's 350M file was listed with 'bench it', whose dry run said its ranks would be killed: list counted
-    16 B a parameter against the host's total memory. `batch`, `optimizer` and `ranks` judge another setup than
-    bench's defaults (predict's profile: one process, its batch and optimizer), `many` False its memory alone."""
+    """'a DDP rank holds about 31.2 GiB of parameters, … at batch 8, sequence 1024, fp32, SGD (bench's defaults): 2
+    ranks × 31.2 GiB = 62.4 GiB, more than the 18.2 GiB this machine has available' where `bench --workloads NAME` (its
+    default batch, fp32, SGD: said, as a 1.3B model's 47 GiB read as what training it takes, AdamW's 10 GiB more unsaid)
+    would outgrow it: on the CPU as bench's own check judges it (console.plan: the host's available memory, shared by
+    its 2 simulated ranks), on a GPU by its memory, one rank (bench checks none there); else, on the CPU, where it has
+    more than SHORT_PARAMETERS, list's own limit (bench --dry-run says how long its steps take); '' where it fits or
+    cannot be counted. Memory is judged first: a 40B model was told only its count, never that no rank could hold it. A
+    user's 350M file was listed with 'bench it', whose dry run said its ranks would be killed: list counted 16 B a
+    parameter against the host's total memory. `batch`, `optimizer` and `ranks` judge another setup than bench's
+    defaults (predict's profile: one process, its batch and optimizer), `many` False its memory alone."""
     import torch
 
     import workloads
@@ -184,12 +184,14 @@ def too_large_here(
     rank, parts = ddp_rank_bytes(counts, optimizer)
     if rank * ranks <= memory:
         return many_words
-    for_ranks = f" for {ranks} ranks" if ranks > 1 else ""
+    # the ranks' sum against the memory, said so: "a rank holds 10.3 GiB, more than the 18.4 GiB … for 2 ranks"
+    # read as 10.3 > 18.4
+    total = f": {ranks} ranks × {human_bytes(rank)} = {human_bytes(rank * ranks)}," if ranks > 1 else ","
     defaults = "" if gpu or optimizer != "sgd" else " (bench's defaults)"  # on a GPU its --dtype auto computes in bf16
     named = {"sgd": "SGD", "adam": "Adam", "adamw": "AdamW"}.get(optimizer, optimizer)
     return (f"a DDP rank holds about {human_bytes(rank)} of {', '.join(parts[:-1])} and {parts[-1]} at batch {batch}"
-            f"{input_text(workload, positions=False)}, fp32, {named}{defaults}, more than the {human_bytes(memory)} "
-            f"{where}{for_ranks}")  # fmt: skip
+            f"{input_text(workload, positions=False)}, fp32, {named}{defaults}{total} more than the "
+            f"{human_bytes(memory)} {where}")  # fmt: skip
 
 
 def human_bytes(count: float) -> str:

@@ -338,9 +338,10 @@ def test_list_says_a_model_no_cpu_rank_can_hold_before_its_parameter_count(capsy
     out = capsys.readouterr().out
     assert (
         "counted on the meta device; a DDP rank holds about 447.1 GiB of parameters, gradients, DDP's buckets and "
-        "activations at batch 8, fp32, SGD (bench's defaults), " in out
+        "activations at batch 8, fp32, SGD (bench's defaults): " in out
     )  # what it assumes, said: AdamW's is more
-    assert "more than the 16.0 GiB this machine has available for 2 ranks: bench it smaller" in out
+    # the ranks' sum (rounded apart) against the memory: "a rank … 10.3 GiB, more than the 18.4 GiB … for 2 ranks"
+    assert "2 ranks × 447.1 GiB = 894.1 GiB, more than the 16.0 GiB this machine has available: bench it smaller" in out
     assert "list benches on a CPU" not in out
 
 
@@ -417,15 +418,15 @@ def test_list_says_to_bench_smaller_a_model_whose_state_outgrows_this_machine(ca
     assert "bench it: ddpbench" not in out
     assert out.endswith(
         "  counted on the meta device; a DDP rank holds about 12.2 MiB of parameters, gradients, DDP's buckets and "
-        "activations at batch 8, fp32, SGD (bench's defaults), more than the 4.0 MiB this machine has available for 2 "
-        "ranks: "
+        "activations at batch 8, fp32, SGD (bench's defaults): 2 ranks × 12.2 MiB = 24.3 MiB, more than the 4.0 MiB "
+        "this machine has available: "
         f"bench it smaller (67.3k parameters): {program} bench --workloads "
         f"{mine} --wopt width=128 --batch-size 8{ADAM}\n"  # its width halved until it fits (a file of yours: no --size)
         f"  then {program} predict --run RUN --cluster dgx-h100 --train-wopt width=512 predicts the model you train "
         "from that run (docs/your-model.md)\n"
     )
     assert cli.main(["list", mine]) == 0  # no option to halve: how, in words
-    assert "2 ranks: bench it smaller with --wopt, then give these options to predict --train-wopt KEY=VALUE (" in (
+    assert "available: bench it smaller with --wopt, then give these options to predict --train-wopt KEY=VALUE (" in (
         capsys.readouterr().out
     )
     assert cli.main(["list", "gpt2"]) == 0  # a registered one: --size scales it, to the largest that fits
