@@ -141,7 +141,8 @@ def _counted(name: str, options: dict):
     counts = {size: parameter_count(name, size, options, count=True) for size in sizes}
     inputs = {size: input_text(workload) for size, workload in built.items()}
     ignored = getattr(built["full"], "dtype_ignored", None)
-    return lambda: _describe_workload(name, counts, options, inputs, ignored=ignored)
+    full_is = getattr(built["full"], "full_is", None)  # a zoo's configuration: which model full is
+    return lambda: _describe_workload(name, counts, options, inputs, ignored=ignored, full_is=full_is)
 
 
 def _is_workload(name: str) -> bool:
@@ -174,15 +175,17 @@ def _options(spec: str, given: list[tuple[str, tuple[str, ...]]]) -> dict:
 
 
 def _describe_workload(name: str, counts: dict, options: dict, inputs: dict | None = None, *,
-                       ignored: str | None = None) -> None:  # fmt: skip
+                       ignored: str | None = None, full_is: str | None = None) -> None:  # fmt: skip
     """Its parameters and gradients per size, and how to bench it (`ignored`: the dtype its configuration names,
-    which it is not built in: said on the first line)."""
+    which it is not built in, and `full_is`: which model full is, as a registered one's description says it: said
+    on the first line)."""
     import workloads
 
     registered, yours = name in workloads.names(), _yours(name)
     asked = " ".join(f"--wopt {key}={value}" for key, value in options.items())
     console.say(f"workload {name}" + (f" {asked}" if asked else "")
                 + (f": {workloads.REGISTRY.entry(name).description}" if registered else "")
+                + (f": {full_is}" if full_is else "")
                 + (f": {ignored} ignored: parameters fp32, --dtype picks the compute" if ignored else ""))  # fmt: skip
     inputs = inputs or {}
     one = not yours and len(counts) > 1 and len(set(counts.values())) == 1 and not isinstance(counts["full"], str)

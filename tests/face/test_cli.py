@@ -203,7 +203,11 @@ def test_list_says_one_strategy_workload_spec_or_cluster_in_full(tmp_path, capsy
     out = capsys.readouterr().out
     assert "--opt bucket_cap_mb=unset (MiB > 0): Bucket cap of DDP in MiB" in out  # each option, its doc and range
     assert "  full    124.4M parameters, 474.7 MiB of fp32 gradients a step (DDP all-reduces them all)" in out
-    assert "workload hf:gpt2\n" in out and "--wopt: its configuration's fields" in out
+    # which model full is, as gpt2's description says GPT-2 124M (hf:t5's never said it was t5-small)
+    assert (
+        "workload hf:gpt2: full is transformers' default GPT2Config, like openai-community/gpt2 (its docs say)\n" in out
+    )
+    assert "--wopt: its configuration's fields" in out
     profile = out[out.index("# DGX H200") :].split("\n# against")[0] + "\n"
     read_back = cluster.from_mapping(tomllib.loads(profile), where=str(cluster.BUILTIN_FOLDER / "dgx-h200.toml"))
     assert read_back == cluster.load("dgx-h200")  # the file as shipped: one to copy and edit

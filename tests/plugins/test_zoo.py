@@ -114,6 +114,20 @@ def test_an_option_carries_what_the_constructor_derives_from_it_as_built_with_it
     assert (gemma3n.intermediate_size, len(gemma3n.layer_types)) == ([1024] * 3, 3)
 
 
+def test_list_says_which_model_an_hf_full_is(tmp_path):
+    """`list hf:t5` said 60.5M at full and never that it is t5-small (bert's says BERT-base): the checkpoint
+    transformers' docs say its default configuration is like, or the file; options given, said so."""
+    assert workloads.create("hf:t5", size="full").full_is == (
+        "full is transformers' default T5Config, like google-t5/t5-small (its docs say)"
+    )
+    assert workloads.create("hf:llama", size="full", options={"num_hidden_layers": 2}).full_is.endswith(
+        "like meta-llama/Llama-2-7b-hf (its docs say) with the --wopt given"
+    )
+    config = tmp_path / "config.json"
+    config.write_text('{"model_type": "gpt2", "n_layer": 1}')
+    assert workloads.resolve(f"hf:{config}").create(size="full", options={}).full_is == "full is config.json as it is"
+
+
 def test_a_width_your_config_file_gives_stays_when_options_change_the_heads(tmp_path):
     """LlamaConfig(head_dim=128, hidden_size=2048) keeps 128: so does a file of yours that says head_dim."""
     config = tmp_path / "config.json"

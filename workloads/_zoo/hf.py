@@ -221,6 +221,20 @@ class HFModel(WorkloadDefaults):
         return limit if isinstance(limit, int) and limit > self.seq else None
 
     @property
+    def full_is(self) -> str:
+        """What full is, for `list`: "transformers' default T5Config, like google-t5/t5-small (its docs say)", the
+        checkpoint its configuration's docstring names (hf:t5's 60.5M never said it was t5-small), or the file."""
+        from transformers import CONFIG_MAPPING
+
+        given = " with the --wopt given" if set(self.options) - set(OWN_OPTIONS) else ""
+        if self.file:
+            return f"full is {self.file} as it is{given}"
+        config = CONFIG_MAPPING[self.fields["model_type"]]
+        like = re.search(r"similar configuration to that of the\s+\[([^\]]+)\]", config.__doc__ or "")
+        said = f", like {like[1]} (its docs say)" if like else ""
+        return f"full is transformers' default {config.__name__}{said}{given}"
+
+    @property
     def image_size(self) -> int | None:
         """The side of its images (image classification); None for a model of tokens."""
         if self.task != "image_classification":
