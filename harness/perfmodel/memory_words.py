@@ -15,15 +15,15 @@ from harness.perfmodel.fits import COUNT_BELOW_PEAK, fit_phrase, largest_batch
 from harness.perfmodel.memory import mib_text, need_mb, unrecorded
 
 
-def activation_words(rows: pd.DataFrame, *, holds: str = "", totals: bool = True) -> str:
+def activation_words(rows: pd.DataFrame, *, holds: str = "", totals: bool = True, seq2seq: bool = False) -> str:
     """What the model's forward keeps, said alike by the console and the what-if page (rows of one setup, with a
     `strategy` label, at one world size): 'the model's forward keeps 1.18 GiB of activations for backward at 8
     samples a rank in fp32 (each further sample adds 151 MiB; most kept by NewGELUActivation 48%), every strategy
     alike at any GPU count: stock 3.03 GiB, … in all' (`holds` before the totals: 'at w64 a rank holds '; none
     without `totals`); what one more sample adds only where counted at two batches (`activation_sample_added_mb`:
     the total over the batch would carry what is kept once, a bf16 run's copies of its weights, said apart where
-    over 5 % of it: mlp/full's 481 MiB at 8 samples in bf16 is 480 of them and 0.133 MiB a sample). '' where the run
-    did not count them."""
+    over 5 % of it: mlp/full's 481 MiB at 8 samples in bf16 is 480 of them and 0.133 MiB a sample); a `seq2seq`
+    sample's tokens as a source's and a target's. '' where the run did not count them."""
     if "activation_mb" not in rows or rows["activation_mb"].isna().all():
         return ""
     others = rows[rows["activation_mb"].isna()]  # computing in another dtype, uncounted; or one process
@@ -49,7 +49,9 @@ def activation_words(rows: pd.DataFrame, *, holds: str = "", totals: bool = True
     beside = "; ".join(part for part in (_beside(rows, *kept_beside) for kept_beside in BESIDE) if part)
     buckets = f" (its state and the larger of backward's part and the optimizer step's; {beside})" if beside else ""
     tokens = first.get("tokens_per_batch")  # a language model's: its activations grow with the sequence's length
-    samples = f"{batch} sample{'s' * bool(batch != 1)}" + (f" of {int(tokens) // batch:,} tokens" if tokens > 0 else "")
+    each = int(tokens) // batch if tokens > 0 else 0  # `seq2seq`: a source's and a target's (t5 at seq_len=512: 1,024)
+    both = f" ({each // 2:,} source + {each // 2:,} target)" if seq2seq and each else ""
+    samples = f"{batch} sample{'s' * bool(batch != 1)}" + (f" of {each:,} tokens{both}" if each else "")
     alike = "every strategy alike" + "".join(f"{' but' if k == 0 else ','} {e}" for k, e in enumerate(exceptions))
     return (f"the model's forward keeps {mib_text(kept)} of activations for backward at {samples} a rank in "
             f"{dtype}{noted}, {alike} at any GPU count" + (f": {holds}{held} at the step's peak{buckets}" if totals

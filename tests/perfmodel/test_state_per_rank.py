@@ -91,6 +91,10 @@ def test_predict_prints_each_strategys_model_state_at_the_gpu_counts_asked(capsy
     # a language model's activations grow with the sequence: its length is said (the full size's may be another)
     console_memory.model_state(memory.state_per_rank(counted.assign(tokens_per_batch=4 * 1024), [8]), [8])
     assert "of activations for backward at 4 samples of 1,024 tokens a rank in fp32" in capsys.readouterr().out
+    # a source and a target a sample (t5): --train-wopt seq_len=512 was followed by "samples of 1,024 tokens" unsaid
+    t5 = counted.assign(tokens_per_batch=4 * 1024, workload="hf:t5")
+    console_memory.model_state(memory.state_per_rank(t5, [8]), [8])
+    assert "at 4 samples of 1,024 tokens (512 source + 512 target) a rank in fp32" in capsys.readouterr().out
     console_memory.model_state(state.iloc[0:0], [8])  # nothing measured at two world sizes: nothing said
     assert capsys.readouterr().out == ""
 

@@ -81,7 +81,7 @@ def model_state(state: pd.DataFrame, worlds: list[int], cluster=None, *, size_no
         name = getattr(cluster, "name", "")
         if words and once(f"memory note: {words.replace(name, '{cluster}') if name else words}"):
             say(f"  {words}")
-    if words := activation_words(at[at["world_size"] == worlds[-1]], totals=False):
+    if words := activation_words(at[at["world_size"] == worlds[-1]], totals=False, seq2seq=_seq2seq(at)):
         say_once(f"ddpbench predict: and {words}")
 
 
@@ -198,3 +198,15 @@ def _variants(groups, state: pd.DataFrame) -> list[str]:
             if head := _shared(mine, impl, state):
                 said.append(f"{head}: {', '.join(mine)}")
     return ["; ".join(said)] if said else []
+
+
+def _seq2seq(rows: pd.DataFrame) -> bool:
+    """Whether the rows' workload trains on a source and a target (t5): "2 samples of 1,024 tokens" then follows
+    --train-wopt seq_len=512 unexplained."""
+    import workloads
+
+    label = str(rows["workload"].iloc[0]) if "workload" in rows and len(rows) else ""
+    try:
+        return getattr(workloads.create(label.partition("[")[0], size="tiny"), "task", None) == "seq2seq"
+    except Exception:  # a workload not built again here: its tokens said as they are
+        return False
