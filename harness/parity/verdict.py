@@ -77,22 +77,24 @@ def cached_reference(
     folder: Path | None = None,
     progress: Callable[[int], None] | None = None,
 ):
-    """(final, allowance or None) of the single-process reference, computed once per setup: every
-    strategy, bucket cap and repeat of a sweep at one world size shares it. It lives in a file in
+    """(final, allowance or None, sign-like allowance or None) of the single-process reference, computed once
+    per setup: every strategy, bucket cap and repeat of a sweep at one world size shares it. It lives in a file in
     `folder` (default: a temporary folder of this process) and is mapped in while a verdict needs
     it (torch.load with mmap: read from the page cache, and out of the process once dropped; kept
     in memory it would count in every later configuration's peak RSS). Autocast runs are allowed a
     share of each parameter's movement from the initial parameters (`reference.allowances`): those
     figures are kept, computed once here, not the initial parameters (a second model-sized state each
-    verdict read and went over again)."""
+    verdict read and went over again). Under Adam and its kind, the steps at which each element's gradient was
+    within rounding of zero (`reference.SignLike`: a byte an element) are kept beside them."""
     key = (cfg.workload_spec, cfg.workload, cfg.size, cfg.world_size, cfg.batch_size, cfg.warmup + cfg.steps,
            cfg.seed, str(device), cfg.dtype, cfg.optimizer)  # fmt: skip
-    # "-allowed": the file holds the allowances, where one of before holds the initial parameters
-    path = (folder or _cache_dir()) / f"reference-allowed-{hashlib.sha1(repr(key).encode()).hexdigest()[:16]}.pt"
+    # "-signlike": the file holds the sign-like steps too, where one of before holds only the allowances
+    path = (folder or _cache_dir()) / f"reference-signlike-{hashlib.sha1(repr(key).encode()).hexdigest()[:16]}.pt"
     if not path.is_file():
         # On the CPU the reference keeps the ranks' own thread count: a product split over more threads
         # rounds otherwise, and ResNet-18/small's BatchNorm over 8 samples of 1×1 maps grows that rounding
         # to 3e-3 in three steps (every strategy at 2 ranks then "failed" parity).
+        sign_like: list[reference.SignLike | None] = []
         with reference.deterministic_algorithms() if device.type == "cuda" else contextlib.nullcontext():
             final, initial = reference.reference_run(
                 cfg.make_workload(),
@@ -104,12 +106,15 @@ def cached_reference(
                 dtype=cfg.dtype,
                 optimizer=cfg.optimizer,
                 on_step=progress,
+                sign_like=sign_like,
             )
         path.parent.mkdir(parents=True, exist_ok=True)
         partial = path.with_name(f".{path.name}.partial")
-        torch.save((final, reference.allowances(final, initial, compute_dtype=cfg.dtype)), partial)
+        near_zero = (None, None) if sign_like[0] is None else (sign_like[0].steps, sign_like[0].step_allowance)
+        torch.save((final, reference.allowances(final, initial, compute_dtype=cfg.dtype), *near_zero), partial)
         partial.replace(path)  # whole or absent: a launch that dies mid-save leaves no half file
-    return torch.load(path, mmap=True, weights_only=True)
+    final, allowance, steps, step_allowance = torch.load(path, mmap=True, weights_only=True)
+    return final, allowance, None if steps is None else reference.SignLike(steps, step_allowance)
 
 
 @functools.cache
@@ -136,8 +141,9 @@ def verdict(
     if failed is not None:
         return failed
     try:
-        expected, allowance = cached_reference(cfg, device, folder=folder, progress=progress)
-        outcome = reference.compare(final_state, expected, allowance=allowance, compute_dtype=cfg.dtype)
+        expected, allowance, sign_like = cached_reference(cfg, device, folder=folder, progress=progress)
+        outcome = reference.compare(final_state, expected, allowance=allowance, compute_dtype=cfg.dtype,
+                                    sign_like=sign_like)  # fmt: skip
     except Exception as exc:
         return _failed(exc)
     try:

@@ -49,8 +49,8 @@ def test_the_cached_reference_is_not_held_in_memory_between_verdicts():
     import torch
 
     cfg = configuration_for_cache()
-    final, _ = verdict.cached_reference(cfg, torch.device("cpu"))
-    again, _ = verdict.cached_reference(cfg, torch.device("cpu"))  # from the cache: the same values
+    final, *_ = verdict.cached_reference(cfg, torch.device("cpu"))
+    again, *_ = verdict.cached_reference(cfg, torch.device("cpu"))  # from the cache: the same values
     name = next(iter(final))
     assert torch.equal(final[name], again[name])
     alive = weakref.ref(final[name])
@@ -77,9 +77,9 @@ def test_a_runs_launches_share_one_reference_per_setup_through_its_folder(tmp_pa
     calls = []
     real = reference.reference_run
     monkeypatch.setattr(reference, "reference_run", lambda *a, **k: calls.append(1) or real(*a, **k))
-    first, _ = verdict.cached_reference(cfg, torch.device("cpu"), folder=tmp_path)
+    first, *_ = verdict.cached_reference(cfg, torch.device("cpu"), folder=tmp_path)
     verdict._cache_dir.cache_clear()  # a later launch: a new process, nothing of this one's state
-    again, _ = verdict.cached_reference(cfg, torch.device("cpu"), folder=tmp_path)
+    again, *_ = verdict.cached_reference(cfg, torch.device("cpu"), folder=tmp_path)
     assert len(calls) == 1 and [p.name for p in tmp_path.iterdir() if not p.name.startswith(".")]
     assert all(torch.equal(first[k], again[k]) for k in first)
 
@@ -107,6 +107,23 @@ def test_a_strategy_that_trains_wrong_from_the_start_fails_the_early_judgement(t
     worker.run_configurations(plan_for(tmp_path, expand(config, device="cpu")), single_rank)
     rows = store.read_configs(tmp_path)
     assert rows["parity_ok"].tolist() == [False] and rows["parity_note"].str.contains("warm-up steps").all()
+
+
+def test_under_adamw_the_cached_references_allowance_passes_a_right_training_and_fails_a_wrong_one(
+    tmp_path, single_rank, monkeypatch
+):
+    """The sign-like allowance (elements whose gradient was within rounding of zero) travels with the cached
+    reference to the verdict, and leaves a training at twice the rate failing."""
+    import torch
+
+    config = BenchConfig(gpus=1, impls=("stock",), size="tiny", steps=1, warmup=3, baseline=False, optimizer="adamw")
+    worker.run_configurations(plan_for(tmp_path / "right", expand(config, device="cpu")), single_rank)
+    train_at_twice_the_rate(monkeypatch)
+    worker.run_configurations(plan_for(tmp_path / "wrong", expand(config, device="cpu")), single_rank)
+    verdicts = [store.read_configs(tmp_path / run)["parity_ok"].tolist() for run in ("right", "wrong")]
+    assert verdicts == [[True], [False]]
+    _, _, sign_like = verdict.cached_reference(verdict.replayed(expand(config, device="cpu")[0]), torch.device("cpu"))
+    assert sign_like is not None and sign_like.step_allowance == 2e-3
 
 
 def test_the_state_after_the_measured_steps_is_judged_where_the_warmup_is_short_or_the_state_sharded():
@@ -181,7 +198,7 @@ def test_a_batch_the_loss_check_cannot_join_leaves_the_comparison_standing(tmp_p
 
     cfg = configuration_for_cache()
     monkeypatch.setattr(verdict, "summing_loss", lambda *a, **k: (_ for _ in ()).throw(TypeError("no join")))
-    final, _ = verdict.cached_reference(cfg, torch.device("cpu"), folder=tmp_path)
+    final, *_ = verdict.cached_reference(cfg, torch.device("cpu"), folder=tmp_path)
     judged = verdict.verdict(cfg, final, torch.device("cpu"), folder=tmp_path)
     assert judged.within_tolerance is True and judged.max_abs_diff == 0.0
 
@@ -276,7 +293,7 @@ def test_an_autocast_reference_keeps_each_parameters_allowance_not_the_initial_p
     from harness.parity import reference
 
     cfg = dataclasses.replace(configuration_for_cache(), dtype="bf16")
-    final, allowance = verdict.cached_reference(cfg, torch.device("cpu"), folder=tmp_path)
+    final, allowance, _ = verdict.cached_reference(cfg, torch.device("cpu"), folder=tmp_path)
     _, initial = reference.reference_run(cfg.make_workload(), world_size=2, batch_size=2, steps=2, seed=3,
                                          device=torch.device("cpu"), dtype="bf16")  # fmt: skip
     assert set(allowance) == set(final) and all(isinstance(v, float) for v in allowance.values())

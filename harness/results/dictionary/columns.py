@@ -268,7 +268,7 @@ CONFIGS = Table(
         C("speedup_vs_local", F64, RATIO, "`local` step time at the same world size / this step time (what data parallelism costs here; schema ≤ 3 called it overlap_efficiency)"),
         *MEMORY,
         C("parity_max_abs_diff", F64, "", "largest parameter difference from the single-process reference, in the parameters' own units (for `rpc_hybrid`, the parameter-server reference: see the README)"),
-        C("parity_tolerance", F64, "", "what `parity_max_abs_diff` was allowed, at its element: the parameter dtype's atol + rtol·|reference|, plus under autocast 1e-2 (bf16; fp16 2e-3) of the parameter's largest change over the reference's steps (harness/parity/reference.py); null where not judged or judged on updates (`rpc_hybrid`)"),
+        C("parity_tolerance", F64, "", "what `parity_max_abs_diff` was allowed, at its element: the parameter dtype's atol + rtol·|reference|, plus under autocast 1e-2 (bf16; fp16 2e-3) of the parameter's largest change over the reference's steps, plus under Adam/AdamW 2·lr for each step the element's gradient was within 10·eps of zero but not 0 (harness/parity/reference.py); null where not judged or judged on updates (`rpc_hybrid`)"),
         C("parity_ok", BOOL, "", "true/false within the dtype's tolerance; null where not judged (`local`, lossy hooks), not checked, or judged on another repeat of the configuration (its first, or on one node the first whose row is not `failed`: the note says which); `rpc_hybrid` judges each parameter's update within 1e-3 of the largest expected update (fp32)"),
         C("parity_note", STR, "", "which parameter differed most, or why the verdict is null"),
         *MODEL,
