@@ -48,6 +48,7 @@ from harness.measure.training import (
     scaled_step,
 )
 from harness.protocols import Workload
+from harness.results.values import LARGEST_IN
 
 # (atol, rtol) per parameter dtype after a few steps.
 TOLERANCE = {
@@ -85,7 +86,7 @@ class ParityResult:
         """Where it differs most, for the row's parity note: a difference of 0 has no 'largest' to name."""
         if self.max_abs_diff == 0:
             return "identical to the reference in every parameter"
-        return f"largest difference in {self.worst_parameter}"
+        return f"{LARGEST_IN}{self.worst_parameter}"
 
 
 NEAR_ZERO_EPS = 10

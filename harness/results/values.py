@@ -158,6 +158,25 @@ def parity_words(row: Mapping[str, Any], *, why: bool = True) -> str:
     return f"parity not judged: {note[len(NOT_JUDGED) :].split('; ')[0]}, max |Δ| {diff:.2g}{versus}"
 
 
+LARGEST_IN = "largest difference in "
+"""How the parity note of a judged row begins where some parameter differs (reference.ParityResult.where)."""
+
+
+def failed_parity_words(row: Mapping[str, Any]) -> str:
+    """Why a row failed parity, with the size a reader can judge: 'max |Δ| 1.30e-05 against 1.03e-05 in
+    encoder.block.2.layer.1.DenseReluDense.wo.weight' (its largest difference, the tolerance at that element, and
+    the parameter); a note of another kind (a loss that sums) as it is."""
+    note, diff, allowed = (row.get(k) for k in ("parity_note", "parity_max_abs_diff", "parity_tolerance"))
+    if not isinstance(note, str) or not note.startswith(LARGEST_IN) or not _known(diff):
+        return note if isinstance(note, str) else ""
+    versus = f" against {allowed:.2e}" if _known(allowed) else ""
+    return f"max |Δ| {diff:.2e}{versus} in {note[len(LARGEST_IN) :]}"
+
+
+def _known(figure: Any) -> bool:
+    return isinstance(figure, numbers.Real) and figure == figure  # NaN: not recorded
+
+
 JUDGED_ON = "judged on this configuration's repeat "
 """How the parity note of a repeat that did not judge begins (grid.Configuration.judges_parity): the repeat (from 1)
 whose row has the verdict follows; runs from before it say "judged on this configuration's first repeat"."""

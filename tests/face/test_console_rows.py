@@ -43,6 +43,18 @@ def test_a_parity_failure_says_why():
     assert line.endswith(", PARITY FAILED (the loss sums over its batch)")
 
 
+def test_a_parity_failure_gives_its_size_against_the_tolerance_and_where():
+    """A walkthrough's fsdp read 'PARITY FAILED (largest difference in …wo.weight)': no size to judge it by."""
+    failed = {**ROW, "parity_ok": False, "parity_max_abs_diff": 1.3021e-5, "parity_tolerance": 1.0262e-5,
+              "parity_note": "largest difference in wo.weight, after the first 3 warm-up steps"}  # fmt: skip
+    assert console.describe_row(failed).endswith(
+        ", PARITY FAILED (max |Δ| 1.30e-05 against 1.03e-05 in wo.weight, after the first 3 warm-up steps)"
+    )
+    unbounded = {**failed, "parity_tolerance": float("nan")}  # judged on updates (rpc_hybrid): no bound recorded
+    assert console.describe_row(unbounded).endswith(", PARITY FAILED (max |Δ| 1.30e-05 in wo.weight, after the "
+                                                    "first 3 warm-up steps)")  # fmt: skip
+
+
 def test_a_failed_row_says_where_its_traceback_is():
     failed = {**ROW, "status": "failed", "error_kind": "exception", "error": "rank 0: RuntimeError: boom",
               "error_file": "failures/c0/rank0.traceback.txt"}  # fmt: skip

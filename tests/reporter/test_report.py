@@ -68,7 +68,12 @@ def hand_made_run(results, *, error: str, command: list[str]):
     }
     store.write_configuration(run, "c0", {**base, "config_id": "c0", "status": "failed", "error": error})
     ok = {**base, "config_id": "c1", "status": "ok", "step_ms_median": 2.0, "step_ms_p10": 1.5, "step_ms_p90": 3.0}
-    store.write_configuration(run, "c1", {**ok, "parity_ok": False, "parity_max_abs_diff": 0.3})
+    parity = {
+        "parity_max_abs_diff": 1.3e-5,
+        "parity_tolerance": 1.03e-5,
+        "parity_note": "largest difference in 0.weight",
+    }
+    store.write_configuration(run, "c1", {**ok, "parity_ok": False, **parity})
     return run
 
 
@@ -79,7 +84,9 @@ def test_user_text_is_escaped_and_failures_are_shown_with_their_error(tmp_path):
     assert "<script>alert(1)</script>" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
     assert "<b>x</b>" not in page and "&lt;b&gt;x&lt;/b&gt;" in page
     assert "Failed configurations" in page and "1 ok, 1 failed, 0 skipped" in page
-    assert "naive (PARITY FAILED)" in page and "<b>FAILED</b>" in page and "PARITY FAILED: c1" in page
+    assert "naive (PARITY FAILED)" in page and "<b>FAILED</b>" in page
+    # the banner gives the size, for a reader to judge: a failure by rounding reads differently from a wrong training
+    assert "PARITY FAILED: c1 (max |Δ| 1.30e-05 against 1.03e-05 in 0.weight) did not train like one" in page
 
 
 def test_an_empty_results_folder_builds_an_index_that_says_so(tmp_path):

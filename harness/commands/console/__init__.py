@@ -14,6 +14,7 @@ from harness.commands.console.invoked import resume_hint as resume_hint  # conso
 from harness.results.invocation import retry_words as retry_words  # console.retry_words
 from harness.results.values import (
     configuration_label,
+    failed_parity_words,
     judging_repeat_in,
     message_words,
     options_words,
@@ -199,7 +200,7 @@ def describe_row(row: dict) -> str:
     if row["parity_ok"] is None and judging_repeat_in(row.get("parity_note")):
         parity = f"parity judged on repeat {judging_repeat_in(row.get('parity_note'))}"
     if row["parity_ok"] is False and row.get("parity_note"):
-        parity += f" ({row['parity_note']})"  # why: the parameter that differed most, or the loss that sums
+        parity += f" ({failed_parity_words(row)})"  # by how much, where: or the loss that sums
     return (
         f"{label}: {row['step_ms_median']:.2f} ms/step median (p10 {row['step_ms_p10']:.2f}, "
         f"p90 {row['step_ms_p90']:.2f}), "

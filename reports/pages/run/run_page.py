@@ -18,7 +18,7 @@ from harness.analysis.verdicts import compare as comparing
 from harness.analysis.verdicts.environment import fault_words, injected_fault
 from harness.results import contention, invocation, layout, store
 from harness.results.invocation import as_typed, resume_command
-from harness.results.values import counted, strategy_labels
+from harness.results.values import counted, failed_parity_words, strategy_labels
 from reports import aggregate
 from reports.aggregate import RunData, machine_summary, precision, usable_cores
 from reports.pages import alerts, answer
@@ -113,7 +113,8 @@ def header(run: RunData) -> str:
     parts.append(fault_alarm(meta))  # a variable left set in CI: verdicts made up on purpose, never unmarked
     failed_parity = configs[configs["parity_ok"] == False]  # noqa: E712 (None means not judged)
     if not failed_parity.empty:
-        names = ", ".join(esc(c) for c in failed_parity["config_id"])
+        names = ", ".join(esc(f"{row['config_id']} ({failed_parity_words(row)})".removesuffix(" ()"))
+                          for row in failed_parity.to_dict("records"))  # fmt: skip
         parts.append(f'<p class="alarm">PARITY FAILED: {names} did not train like one process on the whole batch.</p>')
     parts.append(f"<p>Started {esc(meta.get('started_at'))} on {esc(machine_summary(meta, configs))}"
                  f"{sessions_words(*sessions_of(meta, run.run_path))}.</p>")  # fmt: skip
