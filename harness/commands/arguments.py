@@ -219,7 +219,13 @@ def add_predict_parser(commands) -> None:
                          "fit's error is printed")  # fmt: skip
     predict.add_argument("--save-profile", metavar="FILE.toml",
                          help="with --nccl-tests: save the fitted profile, with its fit's logs and error, so that "
-                         "--cluster FILE.toml (predict, report) uses it without fitting again")  # fmt: skip
+                         "--cluster FILE.toml (predict, report) uses it without fitting again; refused where the "
+                         "fit's mean busbw error passes 25 %% or the logs' GPU is not the profile's")  # fmt: skip
+    predict.add_argument(
+        "--save-anyway",
+        action="store_true",
+        help="with --save-profile: save a fit that is refused as poor or as another GPU's",
+    )
     predict.add_argument("--nodes", metavar="N,…|NAME=N,…",
                          help=f"node counts to predict on every --cluster (default: 1,2,4 for collectives, "
                          f"{predict_cluster.DEFAULT_NODES} for steps); with several, NAME=N,… gives each its own "

@@ -155,6 +155,17 @@ GPUS = {"h200-sxm": "H200 SXM", "h200-nvl": "H200 NVL", "h100-sxm": "H100 SXM5",
 A100 40GB's SXM4 and PCIe boards share their figures)."""
 
 
+GPU_FAMILIES = ("H200", "H100", "A100", "L40S", "L4", "A10", "V100", "T4")
+"""The GPUs the tables above know, as a device name or a profile's description names them (A10 is not A100's)."""
+
+
+def gpu_family(text: str) -> str | None:
+    """The GPU a device name or a profile's description names ('NVIDIA A100-SXM4-80GB' → A100, '8x L40S 48GB on
+    PCIe' → L40S); None where it names none the tables know."""
+    upper = text.upper()
+    return next((family for family in GPU_FAMILIES if re.search(rf"\b{family}\b", upper)), None)
+
+
 @dataclasses.dataclass(frozen=True)
 class StepBounds:
     """A step measured on one GPU, on another: not known, only bounded. A memory-bound step scales with the memory

@@ -1050,3 +1050,83 @@ def test_a_smaller_size_with_the_full_sizes_tensors_and_nearly_its_bytes_is_said
         assert predict_full_size.alike_words(setup, other) == ""
         assert predict_full_size.warn_not_whole_model(setup, other) is True
         assert "this profile is " in capsys.readouterr().err
+
+
+def _pcie_node() -> cluster.Cluster:
+    """An L40S PCIe profile as docs/clusters.md's 'A PCIe node' gives it."""
+    text = Path(__file__).resolve().parents[2].joinpath("docs", "clusters.md").read_text()
+    toml = text.split("### A PCIe node", 1)[1].split("```toml\n", 1)[1].split("```", 1)[0]
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as folder:
+        (path := Path(folder) / "l40s-pcie.toml").write_text(toml)
+        return cluster.load(str(path))
+
+
+def test_the_docs_pcie_example_loads_with_ada_read_as_nccls_ampere():
+    profile = _pcie_node()
+    assert (profile.fabric, profile.generation, profile.algorithms) == ("pcie", "ampere", ("ring", "tree"))
+    assert profile.sources["gpu_memory_gbps"].startswith("NVIDIA L40S datasheet")
+
+
+def test_rows_across_nodes_above_the_nodes_ring_are_said_to_be_beyond_the_model(tmp_path, capsys):
+    """A walkthrough's L40S logs: 2 nodes at 42 GB/s, one node's ring at 22.9; the fit held the network ('no row
+    limited by it') and blamed the logs' units. The rows above the node's ring are named, with why."""
+    base = dataclasses.replace(_pcie_node(), inter_busbw_gbps=42.0)  # the walkthrough's network
+    faster_across = dataclasses.replace(base, intra_busbw_gbps=44.0, inter_busbw_gbps=44.0)  # what the 2-node log read
+    (tmp_path / "n1.txt").write_text(nccltests.write_text(a_log(base, nodes=1)))
+    (tmp_path / "n2.txt").write_text(nccltests.write_text(a_log(faster_across, nodes=2)))
+    logs = [nccltests.read(tmp_path / "n1.txt"), nccltests.read(tmp_path / "n2.txt")]
+    fit = nccltests_fit.fit(base, logs, name="pcie")
+    beyond = nccltests_fit.beyond_reach(fit.cluster, logs)
+    assert beyond and {b.log for b in beyond} == {"n2.txt"} and max(b.nbytes for b in beyond) == 8 * GIB
+    assert all(b.measured_gbps > b.ceiling_gbps * 1.05 for b in beyond)
+    text = nccltests_fit.reach_text(beyond, fit.cluster)
+    assert f"above the node's ring's {fit.cluster.intra_busbw_gbps:.4g} GB/s" in text and "'The model' 2" in text
+    assert text in fit.cluster.fitted_to  # the saved profile and the page's How sure say it too
+    # a 2-node log the model can reach has no such rows
+    (tmp_path / "same.txt").write_text(nccltests.write_text(a_log(base, nodes=2)))
+    same = [logs[0], nccltests.read(tmp_path / "same.txt")]
+    assert nccltests_fit.beyond_reach(nccltests_fit.fit(base, same, name="pcie").cluster, same) == []
+    # on the console: the network held with that reason, the line in place of the generic causes, rows beside
+    profile = tmp_path / "pcie.toml"
+    profile.write_text(cluster.to_toml(base))
+    args = ["predict", "--cluster", str(profile), "--nccl-tests", str(tmp_path / "n1.txt"), str(tmp_path / "n2.txt"),
+            "--nodes", "2", "--sizes", "1GiB"]  # fmt: skip
+    assert cli.main(args) == 0
+    err = "".join(capsys.readouterr())
+    assert "inter_busbw_gbps 42 held (no row limited by it: the node's ring bounds every row across nodes" in err, err
+    assert "which the model takes as the bound across nodes" in err and "check their units" not in err
+    assert re.search(r"n2\.txt +8 GiB +\d+\.\d\d +\d+\.\d\d +-\d+\.\d%", err), err
+
+
+def test_save_profile_refuses_a_poor_fit_or_another_gpus_logs_unless_told(tmp_path, capsys):
+    """An A100 log fitted into an L40S profile was saved with exit 0 at a mean error of 70 %."""
+    base = _pcie_node()
+    profile = tmp_path / "pcie.toml"
+    profile.write_text(cluster.to_toml(base))
+    (tmp_path / "a100.json").write_text(
+        nccl_tests_json(a_log(cluster.load("dgx-a100"), nodes=1), "NVIDIA A100-SXM4-80GB")
+    )
+    saved = tmp_path / "fit.toml"
+    args = ["predict", "--cluster", str(profile), "--nccl-tests", str(tmp_path / "a100.json"), "--nodes", "1",
+            "--sizes", "1GiB", "--save-profile", str(saved)]  # fmt: skip
+    assert cli.main(args) == 2 and not saved.exists()
+    err = capsys.readouterr().err
+    assert "is an A100, l40s-pcie's an L40S" in err
+    last = err.strip().splitlines()[-1]
+    assert last.startswith("ddpbench: error: --save-profile") and "over 25%" in last and "--save-anyway" in last
+    assert cli.main([*args, "--save-anyway"]) == 0 and saved.exists()
+
+
+def test_an_ada_card_is_a_pcie_card_and_the_gpus_names_are_compared_by_family():
+    from harness.commands.predict import nccl_logs
+    from harness.config.precision import gpu_family
+
+    assert nccltests.is_pcie_card("NVIDIA L40S") and nccltests.profile_for_gpu("NVIDIA L4") is None
+    assert not nccltests.is_pcie_card("NVIDIA A100-SXM4-80GB")
+    assert [gpu_family(name) for name in ("NVIDIA A100-SXM4-80GB", "8x L40S 48GB", "NVIDIA A10", "B200")] == [
+        "A100", "L40S", "A10", None]  # fmt: skip
+    a100 = nccltests.Log("a.txt", "all_reduce", 8, 1, "NVIDIA A100-SXM4-80GB", ())
+    assert nccl_logs.other_gpu(cluster.load("dgx-a100-40gb"), [a100]) == ""
+    assert "is an A100, dgx-h100's an H100" in nccl_logs.other_gpu(cluster.load("dgx-h100"), [a100])

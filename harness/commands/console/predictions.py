@@ -180,20 +180,28 @@ def _bucket_sizes_error(errors) -> str:
     )
 
 
-def nccl_fit(fit, logs, base) -> None:
-    """What the fit read, what it moved from `base`'s values (and held: no row limited by it), and its error."""
+def nccl_fit(fit, logs, base, *, reach: str = "") -> None:
+    """What the fit read, what it moved from `base`'s values (and held: no row limited by it), and its error.
+    `reach`: why rows across nodes sit above anything the model reaches (nccltests_fit.reach_text), said in place of
+    the generic causes of a poor fit."""
     for log in logs:
         say(f"ddpbench predict: nccl-tests log {log.path}: {log.collective}, {log.ranks} ranks on "
               f"{counted(log.nodes, 'node')}, {len(log.rows)} rows")  # fmt: skip
-    held = " held (no row limited by it)"
-    moved = ", ".join(f"{field} {getattr(base, field):.4g}{held if field in fit.held else f' → {value:.4g}'}"
+
+    def held(field: str) -> str:
+        capped = reach and field.startswith("inter") and "the node's ring bounds every row across nodes, below"
+        return f" held (no row limited by it{': ' + capped if capped else ''})"
+
+    moved = ", ".join(f"{field} {getattr(base, field):.4g}{held(field) if field in fit.held else f' → {value:.4g}'}"
                       for field, value in fit.fitted.items())  # fmt: skip
     worst = max(fit.errors, key=lambda e: abs(e[2]))
     size = f"{worst[1] / 2**20:g} MiB" if worst[1] >= 2**20 else f"{worst[1] / 2**10:g} KiB"
     buckets = _bucket_sizes_error(fit.errors)
     say(f"ddpbench predict: fitted {moved}; busbw error on the {len(fit.errors)} rows ≥ 64 KiB: mean "
           f"{fit.mean_abs:.1%}, worst {worst[2]:+.1%} ({size} in {worst[0]}){buckets}")  # fmt: skip
-    if fit.mean_abs > POOR_FIT:  # no level of the profile reproduces the logs: what usually causes it
+    if reach:  # the cause known: the model's bound across nodes, not the logs
+        warning(reach)
+    elif fit.mean_abs > POOR_FIT:  # no level of the profile reproduces the logs: what usually causes it
         warning(f"the fit does not describe these logs (mean busbw error {fit.mean_abs:.1%}): check their units "
                 "(GB/s), the node count each says (its '# Rank' lines name the hosts) and that their GPU is the "
                 "profile's; every prediction below rests on this fit")  # fmt: skip

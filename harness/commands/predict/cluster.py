@@ -126,7 +126,8 @@ def cluster_from_args(args: argparse.Namespace):
             if pcie:  # the built-ins are NVLink boards: one of them would predict NVLS on a box without it
                 raise ConfigError(f"--nccl-tests: the logs' GPU {pcie!r} is a PCIe card, and the built-in "
                                   f"profiles ({names}) are SXM boards on NVLink; describe your nodes in a .toml "
-                                  "(fabric = \"pcie\": docs/clusters.md) and give it with --cluster")  # fmt: skip
+                                  "(fabric = \"pcie\": docs/clusters.md, 'A PCIe node') and give it with "
+                                  "--cluster")  # fmt: skip
             raise ConfigError("--nccl-tests: the logs do not name a GPU ddpbench has a profile for; give the "
                               f"closest with --cluster ({names}) or a .toml file")  # fmt: skip
         console.say(f"ddpbench predict: the logs' GPU is {logs[0].gpu!r}: starting from the built-in {guess}")
@@ -146,10 +147,13 @@ def cluster_from_args(args: argparse.Namespace):
     if args.save_profile:  # a file's: its stem, a name for tables, prose and --gpu-hour-price (fitted_to says the rest)
         name = Path(args.save_profile).stem
     fitted = nccltests_fit.fit(base, logs, name=name)
-    predictions.nccl_fit(fitted, logs, base)
+    predictions.nccl_fit(fitted, logs, base, reach=nccltests_fit.reach_text(
+        nccltests_fit.beyond_reach(fitted.cluster, logs), fitted.cluster))  # fmt: skip
+    nccl_logs.say_rows_beside(fitted, logs)
     nccl_logs.warn_far_moved(base, fitted.fitted)
     published.warn_beyond_logs(base.name, max(log.nodes for log in logs), node_counts(args))
     if args.save_profile:
+        nccl_logs.refuse_poor_save(args, fitted, base, logs)
         Path(args.save_profile).write_text(cluster.to_toml(fitted.cluster), encoding="utf-8")
         console.say(f"ddpbench predict: the fitted profile is saved in {args.save_profile}: --cluster "
                     f"{args.save_profile} uses it, with what it was fitted to, in predict and report")  # fmt: skip

@@ -62,16 +62,33 @@ def warn_far_moved(base, fitted: dict[str, float]) -> None:
                             f"{base.name}; check those rows before planning by it")  # fmt: skip
 
 
+def other_gpu(base, logs) -> str:
+    """'the logs' GPU 'NVIDIA A100-SXM4-80GB' is an A100, l40s-pcie's an L40S (its description)': the GPU the logs
+    name against the one the profile's description names; "" where they agree or either names none."""
+    from harness.config.precision import gpu_family
+
+    gpu = next((log.gpu for log in logs if log.gpu), "")
+    theirs, own = gpu_family(gpu), gpu_family(base.description)
+    if theirs is None or own is None or theirs == own:
+        return ""
+    return f"the logs' GPU {gpu!r} is an {theirs}, {base.name}'s an {own} (its description)"
+
+
 def warn_if_other_gpu(base, logs) -> None:
     """Logs of one GPU fitted to another's profile: the bandwidths move, NCCL's per-generation latencies and the
-    profile's algorithms (NVLS, say) stay the profile's. Said, not refused: a user's cluster may have none closer."""
+    profile's algorithms (NVLS, say) stay the profile's. Said, not refused: a user's cluster may have none closer
+    (--save-profile is: refuse_poor_save)."""
     from harness.perfmodel.clusters import cluster, nccltests
 
     gpu = next((log.gpu for log in logs if log.gpu), "")
     own = nccltests.profile_for_gpu(gpu) if gpu else None
-    if own is None or own == base.name:
+    theirs = cluster.load(own) if own is not None and own != base.name else None
+    if (differs := other_gpu(base, logs)) and (theirs is None or theirs.generation == base.generation):
+        console.warning(f"{differs}: fitting one GPU's logs to another's profile moves its bandwidths to theirs "
+                        "and plans that cluster with them; fit logs of the profile's own GPU")  # fmt: skip
         return
-    theirs = cluster.load(own)
+    if theirs is None:
+        return
     if theirs.generation != base.generation:
         console.warning(f"the nccl-tests logs are of {gpu!r} ({theirs.generation}; ddpbench's profile {own}) and "
                         f"are fitted to {base.name}, a {base.generation} profile: the fit moves its bandwidths, not "
@@ -114,3 +131,42 @@ def warn_same_case(logs) -> None:
             console.warning(f"nccl-tests logs {', '.join(paths)} are each {collective} on {counted(nodes, 'node')}: "
                             f"the fit weighs that case {len(paths)}× against the others; give one log a case unless "
                             "that is meant")  # fmt: skip
+
+
+POOR_SAVE = 0.25
+"""A fit whose mean busbw error passes this is not saved as a profile unless --save-anyway insists."""
+
+
+def refuse_poor_save(args, fit, base, logs) -> None:
+    """--save-profile of a fit that does not describe its logs (mean busbw error over 25 %) or of another GPU's logs:
+    a saved profile is used later without its warnings (predict --cluster FILE, report), so it is refused, one line,
+    nothing written, unless --save-anyway."""
+    if getattr(args, "save_anyway", False):
+        return
+    differs = other_gpu(base, logs)
+    why = [f"its mean busbw error on the logs is {fit.mean_abs:.1%}, over {POOR_SAVE:.0%}"] * (fit.mean_abs > POOR_SAVE)
+    why += [differs] * bool(differs)
+    if why:
+        raise ConfigError(f"--save-profile {args.save_profile!r}: not saved: {'; '.join(why)} (see above); a profile "
+                          "used later carries no such warning: --save-anyway saves it all the same")  # fmt: skip
+
+
+WORST_SHOWN = 8
+"""Rows of the logs shown beside the fit's predictions: all where so few, else the worst so many."""
+
+
+def say_rows_beside(fit, logs) -> None:
+    """Each log row beside the fitted profile's prediction (busbw, GB/s; +: predicted faster), the worst where many:
+    a mean error hides which sizes miss and which way."""
+    from harness.perfmodel.clusters.nccltests_fit import _points, predicted, size_text
+
+    rows = [(log, row, predicted(fit.cluster, log, row.nbytes).busbw_gbps) for log, row in _points(logs)]
+    shown = sorted(rows, key=lambda r: -abs(r[2] / r[1].busbw_gbps - 1))[:WORST_SHOWN]
+    shown.sort(key=lambda r: (str(r[0].path), r[1].nbytes))
+    which = "each row" if len(shown) == len(rows) else f"the {len(shown)} worst of {len(rows)} rows"
+    console.say(f"ddpbench predict: the logs beside the fit, {which} ≥ 64 KiB (busbw GB/s; +: predicted faster):")
+    width = max(len(Path(log.path).name) for log, _, _ in shown)
+    console.say(f"  {'log':<{width}s}  {'size':>9s}  {'measured':>8s}  {'fitted':>7s}  {'error':>7s}")
+    for log, row, fitted in shown:
+        console.say(f"  {Path(log.path).name:<{width}s}  {size_text(row.nbytes):>9s}  {row.busbw_gbps:8.2f}  "
+                    f"{fitted:7.2f}  {fitted / row.busbw_gbps - 1:+7.1%}")  # fmt: skip

@@ -25,6 +25,9 @@ else:  # pragma: no cover - Python 3.10
 
 BUILTIN_FOLDER = Path(__file__).parent
 GENERATIONS = ("volta", "ampere", "hopper", "blackwell")
+AS_GENERATION = {"ada": "ampere"}
+"""Generations NCCL's tuner files under another: Ada (L40S, L4, RTX 6000 Ada; compute capability 8.9) takes
+Ampere's constants (src/graph/tuning.cc, compCapIndex: sm80-sm89 are one index)."""
 FABRICS = ("nvswitch", "nvlink", "pcie")
 CPUS = ("intel", "amd")
 KNOWN_ALGORITHMS = ("ring", "tree", "nvls", "nvlstree")
@@ -158,6 +161,14 @@ def _choice(data: dict, field: str, choices: tuple[str, ...], where: str, *, sec
     return value
 
 
+def _generation(data: dict, where: str) -> str:
+    """The profile's generation, an Ada one read as NCCL's tuner reads it (AS_GENERATION)."""
+    given = data.get("generation")
+    if given in AS_GENERATION:
+        return AS_GENERATION[given]
+    return _choice(data, "generation", GENERATIONS, where)
+
+
 def _latency_scale(data: dict, where: str) -> float:
     value = data.get("latency_scale", 1.0)
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
@@ -238,7 +249,7 @@ def from_mapping(data: dict, *, where: str = "<profile>") -> Cluster:
     return Cluster(
         name=name, description=str(data.get("description", "")),
         **{FIELDS[key]: int(value) if key in COUNTS else value for key, value in numbers.items()},
-        generation=_choice(data, "generation", GENERATIONS, where), cpu=_choice(data, "cpu", CPUS, where),
+        generation=_generation(data, where), cpu=_choice(data, "cpu", CPUS, where),
         algorithms=algorithms,
         fabric=fabric, sources=sources, path=where, latency_scale=_latency_scale(data, where),
         fitted_to=str(data.get("fitted_to", "")), fitted_nodes=_fitted_nodes(data, where),

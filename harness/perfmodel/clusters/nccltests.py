@@ -253,8 +253,15 @@ def profile_for_gpu(gpu: str) -> str | None:
     return None if is_pcie_card(gpu) else next((name for model, name in GPU_PROFILES if model in gpu.upper()), None)
 
 
+PCIE_ONLY = ("L40S", "L4", "A10", "T4")
+"""GPUs made as PCIe cards alone (no SXM board, no NVLink): their device names do not say PCIe."""
+
+
 def is_pcie_card(gpu: str) -> bool:
-    return "PCIE" in gpu.upper() or re.search(r"\bNVL\b", gpu.upper()) is not None
+    from harness.config.precision import gpu_family
+
+    upper = gpu.upper()
+    return "PCIE" in upper or re.search(r"\bNVL\b", upper) is not None or gpu_family(gpu) in PCIE_ONLY
 
 
 # ---------------------------------------------------------------- writing

@@ -72,6 +72,55 @@ def fit(base: Cluster, logs: Sequence[Log], *, name: str) -> Fit:
     return dataclasses.replace(found, cluster=_said_fitted(cluster, logs, found, base=base))
 
 
+REACH_MARGIN = 1.05  # a row this far above the model's ceiling is not noise (nccl-tests' repeats differ 1-3 %)
+
+
+@dataclasses.dataclass(frozen=True)
+class Beyond:
+    """A row across nodes that no network level reaches: the model bounds it by the node's own levels."""
+
+    log: str
+    nbytes: int
+    measured_gbps: float
+    ceiling_gbps: float  # the model's busbw at that size with an unbounded network
+
+
+def beyond_reach(cluster: Cluster, logs: Sequence[Log]) -> list[Beyond]:
+    """The rows of several nodes' logs above what `cluster` predicts there with the network unbounded: the model
+    takes min(node, network) as the bound across nodes (docs/clusters.md, 'The model' 2), so no network level fits
+    them, and the fit holds the network and misses them whatever it is."""
+    unbounded = dataclasses.replace(cluster, inter_busbw_gbps=FIT_BOUNDS[1])
+    found = []
+    for log, row in _points([log for log in logs if log.nodes > 1]):
+        ceiling = predicted(unbounded, log, row.nbytes).busbw_gbps
+        bound = limits(unbounded, log, row.nbytes, "intra_busbw_gbps")  # not a small row's latency: the ring's
+        if bound and row.busbw_gbps > ceiling * REACH_MARGIN:
+            found.append(Beyond(Path(log.path).name, row.nbytes, row.busbw_gbps, ceiling))
+    return found
+
+
+def reach_text(beyond: Sequence[Beyond], cluster: Cluster) -> str:
+    """'2-node rows of 64 MiB–8 GiB (8 of them) read up to 42.6 GB/s, above the node's ring's 24.97 GB/s, …': the
+    one line that says why the fit misses them; "" where none."""
+    if not beyond:
+        return ""
+    top = max(beyond, key=lambda b: b.measured_gbps)
+    low, high = min(b.nbytes for b in beyond), max(b.nbytes for b in beyond)
+    logs = ", ".join(dict.fromkeys(b.log for b in beyond))
+    return (f"{len(beyond)} rows across nodes ({logs}, {size_text(low)}–{size_text(high)}) read up to "
+            f"{top.measured_gbps:.3g} GB/s, above the node's ring's {cluster.intra_busbw_gbps:.4g} GB/s, which the "
+            f"model takes as the bound across nodes (min(node, network): docs/clusters.md, 'The model' 2): no network "
+            f"level reaches them, so the fit predicts {top.ceiling_gbps:.3g} GB/s at {size_text(top.nbytes)} and plans "
+            "across nodes slower than these logs")  # fmt: skip
+
+
+def size_text(nbytes: int) -> str:
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if nbytes >= scale:
+            return f"{nbytes / scale:g} {unit}"
+    return f"{nbytes} B"
+
+
 def _points(logs: Sequence[Log]) -> list[tuple[Log, Row]]:
     return [(log, row) for log in logs for row in log.rows if row.nbytes >= FIT_MIN_BYTES and row.busbw_gbps > 0]
 
@@ -158,6 +207,12 @@ SOURCE_KEYS = {"intra_busbw_gbps": "intra.busbw_gbps", "nvls_busbw_gbps": "intra
 """A fitted field's key in a profile's [sources]: where its number now comes from."""
 
 
+def _worst(found: Fit) -> str:
+    """'-63.0% (2 MiB in l40s-2node.txt)': signed, and where."""
+    log, nbytes, error = max(found.errors, key=lambda e: abs(e[2]))
+    return f"{error:+.1%} ({size_text(nbytes)} in {log})"
+
+
 def _said_fitted(cluster: Cluster, logs: Sequence[Log], found: Fit, *, base: Cluster) -> Cluster:
     """The fitted profile with each fitted number's source the logs (and the fit's error), not the base
     profile's datasheet (a level held, its own source and why it was held), and its description the base's
@@ -166,8 +221,11 @@ def _said_fitted(cluster: Cluster, logs: Sequence[Log], found: Fit, *, base: Clu
     said = (
         f"{counted(len(logs), 'nccl-tests log')} of up to {counted(max(log.nodes for log in logs), 'node')} ({names}): "
         "busbw "
-        f"error on their rows ≥ {FIT_MIN_BYTES // 1024} KiB mean {found.mean_abs:.1%}, worst {found.worst:.1%}"
+        f"error on their rows ≥ {FIT_MIN_BYTES // 1024} KiB mean {found.mean_abs:.1%}, worst {_worst(found)} "
+        "(+: predicted faster)"
     )
+    if reach := reach_text(beyond_reach(cluster, logs), cluster):
+        said += f"; {reach}"
     sources = {**cluster.sources, **{SOURCE_KEYS[f]: f"fitted to {said}" for f in found.fitted}}
     for field in found.held:
         own = cluster.sources.get(SOURCE_KEYS[field], "")
