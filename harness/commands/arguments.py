@@ -200,7 +200,7 @@ def add_predict_parser(commands) -> None:
     predict.add_argument("--gpus", type=_one_count, help="world size to predict (default: 8, or the run's)")
     predict.add_argument("--busbw", help="all-reduce bus bandwidth, e.g. 90GB/s (default: fitted from collectives)")
     predict.add_argument("--latency", help="all-reduce latency α, e.g. 30us (default: fitted; 0 with --busbw alone)")
-    predict.add_argument("--caps", help="bucket caps in MiB (default: 1,5,10,25,50,100, or the run's sweep)")
+    predict.add_argument("--caps", help="bucket caps in MiB (default: 1,5,10,25,50,100, and the run's sweep)")
     predict.add_argument("--cluster", metavar="NAME|FILE",
                          help="a cluster profile: a built-in (`ddpbench list` shows them) or your .toml; predicts "
                          "NCCL's collectives there, or with --run/--workload the step per cap at --nodes; several, "

@@ -250,6 +250,13 @@ def swept_caps(configs: pd.DataFrame) -> list[float]:
     return sorted({cap for text in configs["impl_options"].dropna() if (cap := given_cap(text)) is not None})
 
 
+def priced_caps(configs: pd.DataFrame) -> list[float]:
+    """The caps a run's answer prices: its sweep beside the default list (the per-bucket model prices any cap from
+    one profile, so a sweep of 1 and 25 MiB must not hide that 100 MiB is faster), or the default list alone."""
+    swept = swept_caps(configs)
+    return sorted(set(swept) | set(DEFAULT_CAPS_MB)) if len(swept) >= 2 else list(DEFAULT_CAPS_MB)
+
+
 def profiles_by_setup(profiles: pd.DataFrame) -> list[tuple[dict, Profile]]:
     """Each setup a run stored a gradient-ready profile for, with that profile, in the stored order."""
     profiles = profiles.fillna(SETUP_DEFAULTS)

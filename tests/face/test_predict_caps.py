@@ -1,5 +1,5 @@
-"""`predict --run` takes the run's caps only when the run swept two or more; otherwise the default
-list (a single recorded cap, DDP's default layout recorded as 25 included, is no sweep), and says which.
+"""`predict --run` takes the run's caps, beside the default list, only when the run swept two or more; otherwise the
+default list (a single recorded cap, DDP's default layout recorded as 25 included, is no sweep), and says which.
 A profile `predict` measures now says its steps when they are slow."""
 
 from __future__ import annotations
@@ -51,8 +51,9 @@ def test_a_swept_run_gets_its_own_caps_and_says_so(tmp_path, capsys):
     )
     out = capsys.readouterr().out
     assert code == 0, out
-    assert "ddpbench predict: caps: the run's sweep, 1, 5, 25 MiB" in out
-    assert table_caps(out)[:3] == ["1", "5", "25"]
+    assert "ddpbench predict: caps: the run's sweep, 1, 5, 25 MiB, beside the default list, 1,5,10,25,50,100" in out
+    # the model prices any cap from the one profile: a sweep that stopped at 25 MiB must not hide 50 or 100
+    assert table_caps(out)[:6] == ["1", "5", "10", "25", "50", "100"]
     # the profile is said as measured and stored, before the calibration that scales it (as --cluster says it)
     stored = next(line for line in out.splitlines() if "and stored with it: forward" in line)
     scaled = next(line for line in out.splitlines() if "compute scaled ×" in line)

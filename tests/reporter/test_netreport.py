@@ -235,10 +235,12 @@ def test_the_what_if_page_of_a_cpu_run_and_predict_give_the_same_communication(b
                          "--nodes", "1,2,4", *step, "--out", str(out), *page]) == 0  # fmt: skip
         printed.append(capsys.readouterr().out)
         for world, rows in pd.read_csv(out).sort_values("bucket_cap_mb").groupby("world_size"):
-            said = cells[world]  # GPUs, nodes, DDP's at 1, 5, 25 MiB (the last), ZeRO-1's, FSDP2's gathers, scatters
-            assert said[2:5] == [f"{r.comm_ms:.4g} ({r.last_allreduce_ms:.3g})" for r in rows.itertuples()]
+            said = cells[world]  # GPUs, nodes, DDP's at each cap (the last), ZeRO-1's, FSDP2's gathers, scatters
+            ddp = 2 + len(rows)  # the sweep's 1, 5, 25 MiB beside the default list's
+            assert said[2:ddp] == [f"{r.comm_ms:.4g} ({r.last_allreduce_ms:.3g})" for r in rows.itertuples()]
+            assert sorted(rows["bucket_cap_mb"]) == [1, 5, 10, 25, 50, 100]
             first = rows.iloc[0]
-            assert said[5:] == [f"{first[c]:.4g}" for c in ("zero_broadcast_ms", "fsdp_gather_ms", "fsdp_scatter_ms")]
+            assert said[ddp:] == [f"{first[c]:.4g}" for c in ("zero_broadcast_ms", "fsdp_gather_ms", "fsdp_scatter_ms")]
     assert len(cells) == 8 and "compute scaled so that one rank's step without DDP is 20 ms" in printed[1]
     # without a GPU step the console says what its page says: the same table (the full size's, as both count it), no
     # step, strategy or cap

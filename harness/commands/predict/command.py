@@ -239,16 +239,18 @@ def _calibrated_to_run(profile, configs, setup: dict):
 
 
 def _caps_of_run(configs) -> list[float] | None:
-    """The caps the run swept, when it swept two or more (each given as an option: DDP's default layout,
-    recorded as 25, is no choice the run made); else None, the default list. Said either way."""
-    from harness.perfmodel.predict import DEFAULT_CAPS_MB, swept_caps
+    """The caps the run's answer prices: its sweep, when it swept two or more (each given as an option: DDP's default
+    layout, recorded as 25, is no choice the run made), beside the default list, which the per-bucket model prices
+    from the same profile; else None, the default list. Said either way, with the option that chooses others."""
+    from harness.perfmodel.predict import DEFAULT_CAPS_MB, priced_caps, swept_caps
 
     swept = swept_caps(configs)
-    if len(swept) >= 2:
-        console.say(f"ddpbench predict: caps: the run's sweep, {', '.join(f'{c:g}' for c in swept)} MiB")
-        return swept
-    made = f"one cap only ({swept[0]:g} MiB)" if swept else "no cap"
     listed = ",".join(f"{c:g}" for c in DEFAULT_CAPS_MB)
+    if len(swept) >= 2:
+        console.say(f"ddpbench predict: caps: the run's sweep, {', '.join(f'{c:g}' for c in swept)} MiB, beside the "
+                    f"default list, {listed} MiB (--caps chooses others)")  # fmt: skip
+        return priced_caps(configs)
+    made = f"one cap only ({swept[0]:g} MiB)" if swept else "no cap"
     console.say(f"ddpbench predict: caps: the default list, {listed} MiB (the run swept {made}; "
                 "--caps chooses others)")  # fmt: skip
     return None

@@ -19,12 +19,11 @@ from harness.perfmodel.own_check import OwnCheck
 from harness.perfmodel.pick import ranked
 from harness.perfmodel.pick.compressed import benched_hooks
 from harness.perfmodel.predict import (
-    DEFAULT_CAPS_MB,
     calibration_target,
+    priced_caps,
     profiles_by_setup,
     run_calibration,
     scaled_to_local_step,
-    swept_caps,
 )
 from harness.perfmodel.schedule import Parameters, calibrate
 from harness.perfmodel.sharded import cluster_frame, with_full_size_floors
@@ -59,15 +58,13 @@ def predicted_rows(profiles: pd.DataFrame, configs: pd.DataFrame, cluster: Clust
                    full_params: Callable[[dict, int], Parameters | None] | None = None,
                    local_optimizer_ms: float | None = None, batch_size: int | None = None,
                    local_ddp_ms: float | None = None, worlds: list[int] | None = None) -> pd.DataFrame:  # fmt: skip
-    """Per stored setup, GPU count and cap (`caps`; else the run's sweep, else the default list): the predicted step,
+    """Per stored setup, GPU count and cap (`caps`; else the run's sweep beside the default list): the predicted step,
     the profile calibrated on the run's rows at one rank and scaled to `local_step_ms` (its optimizer's part
     `local_optimizer_ms`, `optimizer_from` in words; DDP's own cost `local_ddp_ms`) as `predict --cluster` does;
     `full_params(setup, the profile's gradient bytes)`: the full size's parameters where the profile is a smaller
     size's, whose floors under each step the rows hold (sharded.with_full_size_floors); `batch_size`: --batch-size's;
     `worlds`: the GPU counts (default: world_sizes)."""
-    if caps is None:
-        caps = swept_caps(configs)
-        caps = caps if len(caps) >= 2 else list(DEFAULT_CAPS_MB)
+    caps = caps or priced_caps(configs)
     link, frames = ClusterLink(cluster), []
     carried = not (local_step_ms and device == "cpu")  # a CPU's own costs are no GPU's
     for setup, profile in profiles_by_setup(profiles):
