@@ -383,3 +383,22 @@ def test_the_benched_models_fsdp_step_is_said_beside_its_floor_only_where_above_
     assert "at least w16 100, w64 100 ms, its floor. Why at w64: its 49 gathers" in capsys.readouterr().out
     full_size.fsdp_answer([frame(16, 95.0), frame(64, 104.0)], whose="the model you will train", small="the tiny size")
     assert "its floor; the tiny size's own prediction w16 95, w64 104 ms. Why" in capsys.readouterr().out
+    # a step nothing priced (NaN; cpu_run's FSDP2 on dgx-h100 at --local-step-gpu a100) is no figure to print
+    full_size.fsdp_answer([frame(16, float("nan")), frame(64, float("nan"))], whose="the model", small="the tiny size")
+    said = capsys.readouterr().out
+    assert "its floor. Why at w64" in said and "nan" not in said
+    full_size.fsdp_answer([frame(16, float("nan")), frame(64, 104.0)], whose="the model", small="the tiny size")
+    assert "its floor; the tiny size's own prediction w64 104 ms. Why" in capsys.readouterr().out
+
+
+def test_fsdp_floor_why_leaves_out_an_optimizer_step_nothing_priced():
+    """cpu_run on dgx-h100 (--local-step-gpu a100-sxm4-80gb) read 'its optimizer steps 1/512 of every parameter
+    (nan ms)' on the what-if page: a NaN is no figure; the sentence stands without it."""
+    from harness.perfmodel.pick import ranked
+
+    row = pd.Series({"world_size": 512, "fsdp_own_ms": 0.0, "fsdp_full_size_gathers": 34,
+                     "fsdp_full_size_units": 17, "fsdp_full_size_gather_ms": 46.3,
+                     "fsdp_full_size_scatter_ms": 23.1, "fsdp_optimizer_ms": 0.5})  # fmt: skip
+    assert ranked.fsdp_floor_why(row).endswith("its optimizer steps 1/512 of every parameter (0.5 ms)")
+    unpriced = ranked.fsdp_floor_why(pd.Series({**row, "fsdp_optimizer_ms": float("nan")}))
+    assert unpriced.endswith("its optimizer steps 1/512 of every parameter") and "nan" not in unpriced

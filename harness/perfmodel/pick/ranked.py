@@ -337,7 +337,8 @@ def fsdp_floor_why(row: pd.Series, rows=()) -> str:
     reduce-scatters (each as NCCL runs them, and where that changes along `rows`, one a GPU count: fsdp_changes),
     one at a time, its optimizer on 1/n, its own cost where added."""
     own = f"; FSDP's own cost at one rank, {ms_text(row['fsdp_own_ms'])} ms, added" if row["fsdp_own_ms"] > 0 else ""
-    exposed = fsdp_exposed_words(row)
+    exposed, optimizer = fsdp_exposed_words(row), row["fsdp_optimizer_ms"]  # NaN: nothing priced it, no figure
+    optimizer_ms = "" if optimizer != optimizer else f" ({ms_text(optimizer)} ms)"
     return (
         f"each block is all-gathered before its forward and again before its backward, the root once "
         f"({int(row['fsdp_full_size_gathers'])} gathers a step over {int(row['fsdp_full_size_units'])} units), "
@@ -345,7 +346,7 @@ def fsdp_floor_why(row: pd.Series, rows=()) -> str:
         f"take at least {ms_text(row['fsdp_full_size_gather_ms'])} ms and the reduce-scatters"
         f"{run_as(row, 'fsdp_full_size_scatter_algorithms')} {ms_text(row['fsdp_full_size_scatter_ms'])} ms, one at "
         f"a time{exposed}{fsdp_changes(rows, lambda n: f'{n:,} GPUs')}; its optimizer steps "
-        f"1/{int(row['world_size'])} of every parameter ({ms_text(row['fsdp_optimizer_ms'])} ms){own}"
+        f"1/{int(row['world_size'])} of every parameter{optimizer_ms}{own}"
     )
 
 

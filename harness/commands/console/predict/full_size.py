@@ -5,6 +5,7 @@ said to be whose. Written through the terminal's `say`, as predictions.zero_answ
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING
 
 from harness.commands.console import once, predictions, say
@@ -58,10 +59,12 @@ def _caps(rows) -> str:
 def _own_prediction(small: str, floors, predicted, floor: str, step: str) -> str:
     """ "; the tiny size's own prediction w8 100, …": the benched model's steps beside the floor, where one is above
     it at some GPU count; '' where the floor is above every one: the benched model's step is then no figure a
-    booking rests on (--out's rows and the what-if page keep them)."""
-    if all(p[step] <= f[floor] for f, p in zip(floors, predicted, strict=True)):
+    booking rests on (--out's rows and the what-if page keep them). A GPU count with no prediction (NaN: nothing
+    priced the benched model's step there) is left out: no 'nan' is a figure."""
+    known = [(f, p) for f, p in zip(floors, predicted, strict=True) if not math.isnan(p[step])]
+    if all(p[step] <= f[floor] for f, p in known):
         return ""
-    return f"; {small}'s own prediction {_steps(predicted, step)}"
+    return f"; {small}'s own prediction {_steps([p for _, p in known], step)}"
 
 
 def zero_answer(frames: list[pd.DataFrame], *, optimizer_ms: float, largest: tuple, whose: str, small: str,
