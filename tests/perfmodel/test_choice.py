@@ -86,8 +86,9 @@ def test_the_choice_says_the_pick_what_is_beside_it_and_what_fits_untimed(capsys
         lines[0]
         == "ddpbench predict: the answer on dgx-h100, the fastest step of what fits 80 GiB a GPU as counted above:"
     )
-    assert lines[2].split() == ["8", "zero", "104", "stock", "does", "not", "fit"]
-    assert lines[3].split() == ["64", "stock", "or", "zero", "100–103", "a", "tie", "[1]"]
+    # the cap each booking's step is at, named though no floors rank it (a cell read 'stock' beside 'stock at 25 MiB')
+    assert lines[2].split() == ["8", "zero", "at", "25", "MiB", "104", "stock", "does", "not", "fit"]
+    assert lines[3].split() == ["64", "stock", "or", "zero", "at", "25", "MiB", "100–103", "a", "tie", "[1]"]
     assert lines[4] == "  [1] a tie (w64): a lead under 4% is more than the model can tell"
     assert lines[5:] == ["  fsdp fits too, with no step model to predict its step here: the run page compares what "
                          "the run measured", "  a CPU's compute"]  # fmt: skip
@@ -96,7 +97,8 @@ def test_the_choice_says_the_pick_what_is_beside_it_and_what_fits_untimed(capsys
         predictions.labelled(small), [_frame(8, 100.0, 110.0)], 80.0
     )
     predictions.strategy_choice(small, cluster, frames=[_frame(8, 100.0, 110.0)])
-    assert capsys.readouterr().out.splitlines()[2].split() == ["8", "stock", "100", "zero", "+10.0%"]
+    said = capsys.readouterr().out.splitlines()[2].split()
+    assert said == ["8", "stock", "at", "25", "MiB", "100", "zero", "at", "25", "MiB", "+10.0%"]
 
 
 def test_fsdps_modelled_step_joins_the_choice_where_the_profile_has_its_blocks():
@@ -130,8 +132,8 @@ def test_a_lead_inside_fsdps_own_cost_bounds_leaves_the_pick_open_and_one_beyond
     said = capsys.readouterr().out
     row = next(line for line in said.splitlines() if line.split()[:1] == ["64"])
     # no next: all three booked, at the step booked once FSDP's cost is measured: fsdp's without it, stock's with it
-    assert row.split()[:7] == ["64", "fsdp", "or", "stock", "or", "zero", "90–100"]  # (110: no one would book it)
-    assert row.endswith("open until FSDP's own cost is measured on a GPU [1]") and "a tie" not in said
+    assert row.split()[:10] == ["64", "fsdp", "or", "stock", "at", "25", "MiB", "or", "zero", "at"]  # not fsdp's 110
+    assert row.endswith("90–100  [1]") and "a tie" not in said  # the caps named: the note's words under the table
     assert "  [1] open until FSDP's own cost is measured on a GPU (w64 fsdp without it, stock or zero with a CPU's, " \
            "scaled): bench --gpus 1 --impls local,fsdp on a GPU measures it" in said  # fmt: skip
     # ahead of stock even with all of it (12 ms, within the 4 % at the long end): fsdp at both ends, a range
@@ -139,7 +141,12 @@ def test_a_lead_inside_fsdps_own_cost_bounds_leaves_the_pick_open_and_one_beyond
     (decided,) = choice.choose(predictions.labelled(STATE), [tied], 80.0)
     assert [c.strategy for c in decided.picked] == ["fsdp"] and not decided.open_on
     (row,) = choice_table.table_rows(predictions.labelled(STATE), [tied], 80.0)
-    assert row[1:5] == ("fsdp", "90–102", "stock", "level to +11.1%")  # stock 2 % ahead of its long end: a tie there
+    assert row[1:5] == (
+        "fsdp",
+        "90–102",
+        "stock at 25 MiB",
+        "level to +11.1%",
+    )  # stock 2 % ahead of its long end: a tie there
     assert row[-1] == (
         "fsdp from none of its own cost to a CPU's; level with FSDP's own cost at a CPU's, "
         "11.1% behind without it: open until FSDP's own cost is measured on a GPU (bench --gpus 1 --impls local,fsdp "
@@ -173,7 +180,7 @@ def test_an_open_pick_is_the_same_booking_in_the_answer_and_the_bookings_and_the
     row = next(line for line in said.splitlines() if line.split()[:1] == ["64"])
     step = "–".join(f"{ms:.4g}" for ms in one_end.step_ms)
     gpu_hours = "–".join(f"{h:.3g}" for h in one_end.gpu_hours)
-    assert row.split()[6] == step == "90–100" and gpu_hours in row.split()  # the booking's, at this end
+    assert row.split()[12] == step == "90–100" and gpu_hours in row.split()  # the booking's, at this end
 
 
 def test_zero_with_a_bucket_view_is_timed_with_one_broadcast_a_rank():
@@ -357,7 +364,7 @@ def test_a_lead_smaller_than_the_step_models_own_errors_set_them_apart_is_too_cl
     assert "w8 stock 115 ms or fsdp 90 ms (too close to call: a lead under 34% is within how far the step models " \
            "missed this run's own steps)" in words  # fmt: skip
     (row,) = choice_table.table_rows(predictions.labelled(state), frames, 80.0, errors=errors)
-    assert row[1:3] == ("stock or fsdp", "90–115")  # the tie's span, not the first's step alone
+    assert row[1:3] == ("stock at 25 MiB or fsdp", "90–115")  # the tie's span, not the first's step alone
     reverse = [_frame(8, 90.0, 200.0).assign(fsdp_step_ms=110.0)]  # stock ahead, and truly further ahead
     assert [c.strategy for c in choice.choose(predictions.labelled(state), reverse, 80.0, errors)[0].picked] == [
         "stock"
@@ -374,7 +381,12 @@ def test_a_slower_strategy_whose_step_is_bounded_by_its_own_cost_is_behind_by_a_
     words = choice_words(predictions.labelled(state), frames, 80.0)
     assert "fsdp 100.8–140.8 ms (from none of its own cost to a CPU's), 0.8–40.8% slower" in words
     (row,) = choice_table.table_rows(predictions.labelled(state), frames, 80.0)
-    assert row[1:5] == ("stock", "100", "fsdp", "+0.8–40.8%")  # a tie without it, stock with it: stock, decided
+    assert row[1:5] == (
+        "stock at 25 MiB",
+        "100",
+        "fsdp",
+        "+0.8–40.8%",
+    )  # a tie without it, stock with it: stock, decided
     assert row[-1] == "fsdp from none of its own cost to a CPU's"
     apart = [_frame(8, 100.0, 200.0).assign(fsdp_step_ms=110.0, fsdp_own_left_out_ms=40.0)]
     assert choice_table.table_rows(predictions.labelled(state), apart, 80.0)[0][3:5] == ("fsdp", "+10.0–50.0%")
@@ -406,10 +418,20 @@ def test_the_answer_ends_as_a_table_of_the_pick_the_next_and_what_it_rests_on(ca
                                                                      "behind", "GPU-h per 1M samples",
                                                                      "rests on"]  # fmt: skip  # over marks alone
     # 75 ms a step of 32 samples a GPU: 0.075 s × 10⁶ / 32 / 3,600 = 0.651 GPU-hours a million samples
-    assert w8.split() == ["8", "zero", "75", "0.651", "[1]"]  # no runner-up: none else fits, said under the table
+    assert w8.split() == [
+        "8",
+        "zero",
+        "at",
+        "25",
+        "MiB",
+        "75",
+        "0.651",
+        "[1]",
+    ]  # no runner-up: none else fits, said under the table
     # open: fsdp or zero, the faster of them at each end (fsdp's 102 with its cost no one would book); stock behind
     # that at each end: 100 / 90, 100 / 95
-    assert w64.split()[:8] == ["64", "fsdp", "or", "zero", "90–95", "stock", "+5.3–11.1%", "0.781–0.825"]
+    assert w64.split()[:14] == ["64", "fsdp", "or", "zero", "at", "25", "MiB", "90–95", "stock", "at", "25", "MiB",
+                                "+5.3–11.1%", "0.781–0.825"]  # fmt: skip
     assert header.index("book") == w64.index("fsdp")  # words aligned left, figures right
     assert header.index("behind") + len("behind") == w64.index("+5.3–11.1%") + len("+5.3–11.1%")
     # the notes' words beside the figures would pass the console's width: marks, the words under the table once
@@ -474,7 +496,7 @@ def test_a_modelled_strategy_the_run_never_benched_is_named_where_predicted_fast
     ]  # FSDP2 at 120 ms is slower: not named
     assert [(c.strategy, c.step_ms) for c in w64.unbenched] == [("fsdp", 90.0)]
     w8_row = choice_table.table_rows(state, frames, 80.0)[0]
-    assert w8_row[1] == "stock" and w8_row[-1].endswith(
+    assert w8_row[1] == "stock at 25 MiB" and w8_row[-1].endswith(
         "zero predicted faster (75 ms) but not benched: bench it (--impls zero) to see what a rank holds"
     )
     assert "w8 stock 100 ms (zero 75 ms, not benched: bench it to see what a rank holds)" in choice_words(
@@ -621,7 +643,7 @@ def test_a_tie_takes_in_every_step_no_slower_than_its_slowest_and_says_its_band_
     (row,) = choice_table.table_rows(state, frames, 80.0, errors=missed)
     # named as a user picks among equals, the least machinery first (a user read 'fsdp or stock or zero' as fsdp
     # winning, where its lead was the model's to tell), the step no order: the tie's span
-    assert row[1:5] == ("stock or zero or fsdp", "91.52–108.8", "", "")
+    assert row[1:5] == ("stock at 25 MiB or zero at 25 MiB or fsdp", "91.52–108.8", "", "")
     assert row[-1] == f"a tie: a lead under {0.71 / 0.57 - 1:.0%} is within how far the step models missed this " \
                       "run's own steps"  # fmt: skip
 
@@ -641,8 +663,8 @@ def test_a_pick_that_fits_only_tightly_is_named_after_a_roomier_one_it_ties_and_
     rows = choice_table.table_rows(state, frames, 79.11)
     # the step's span and the lag: from the fastest; a tight fit not booked plainly (a user read "book: fsdp or stock
     # at 25 MiB" with stock's 1.75 GiB left for the CUDA context, NCCL's buffers and the loss's working memory)
-    assert rows[0][1:5] == ("zero or stock (tight)", "100–103", "", "")
-    assert rows[1][1:5] == ("stock (tight)", "100", "zero", "+10.0%")
+    assert rows[0][1:5] == ("zero at 25 MiB or stock at 25 MiB (tight)", "100–103", "", "")
+    assert rows[1][1:5] == ("stock at 25 MiB (tight)", "100", "zero at 25 MiB", "+10.0%")
     tight = ("stock fits tight (5.11 GiB left, batch 7 a rank fits with room; under 8% of the count, which has read "
              "up to 8% below a measured peak)")  # fmt: skip
     assert rows[0][-1] == f"a tie: a lead under 4% is more than the model can tell; {tight}" and rows[1][-1] == tight
@@ -680,7 +702,7 @@ def test_a_language_models_cost_is_counted_in_tokens(capsys):
     predictions.strategy_choice(state, cluster, frames=frames, batch=32)
     header, w8 = capsys.readouterr().out.splitlines()[1:3]
     assert "GPU-h per 1B tokens" in header and "1M samples" not in header
-    assert w8.split()[:4] == ["8", "zero", "75", "0.636"]
+    assert w8.split()[:7] == ["8", "zero", "at", "25", "MiB", "75", "0.636"]
     assert choice_table.tokens_a_step(state.assign(tokens_per_batch=float("nan"))) is None  # a vision model: samples
 
 
@@ -878,3 +900,12 @@ def test_a_gpu_runs_own_cost_not_told_from_noise_is_the_runs_at_the_long_end_not
     assert ranged.endswith("from none of FSDP's own cost to the run's, scaled") and booked.whose == "the run's"
     cpu = choice_words(predictions.labelled(STATE), [frame.drop(columns="own_cost_whose")], 80.0)
     assert "(from none of its own cost to a CPU's)" in cpu
+
+
+def test_a_column_blank_on_every_row_is_left_out_of_the_answer_table():
+    """A walkthrough's tables had 'next that fits', 'behind' and 'the pick rests on' blank down every row."""
+    header = ("GPUs", "book", "step ms", "next that fits", "behind", "GPU-h per 1M samples", "the pick rests on")
+    rows = [("8", "stock at 25 MiB", "61.31", "", "", "2.13", ""), ("16", "stock at 25 MiB", "61.59", "", "", "", "")]
+    kept, shown = choice_table.without_blank_columns(header, rows)
+    assert kept == ("GPUs", "book", "step ms", "GPU-h per 1M samples")
+    assert shown == [("8", "stock at 25 MiB", "61.31", "2.13"), ("16", "stock at 25 MiB", "61.59", "")]

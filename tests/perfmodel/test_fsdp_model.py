@@ -353,7 +353,7 @@ def test_a_gpu_runs_own_cost_is_in_fsdps_step_a_point_where_a_cpus_bounds_it_and
     assert [c.strategy for c in bounded.picked] == ["fsdp", "stock"] and bounded.open_on == ("FSDP2",)
     (row,) = choice_table.table_rows(state, [cpu], 80.0)
     # the step booked once FSDP's cost is measured: fsdp's without it to stock's, faster than fsdp's with all of it
-    assert row[1:3] == ("fsdp or stock", f"{bare:.4g}–{bare * 1.2:.4g}")
+    assert row[1:3] == ("fsdp or stock at 25 MiB", f"{bare:.4g}–{bare * 1.2:.4g}")
     assert row[-1] == (
         "open until FSDP's own cost is measured on a GPU (bench --gpus 1 --impls local,fsdp there): "
         "fsdp without it, stock with a CPU's, scaled"

@@ -467,7 +467,8 @@ def test_predict_on_a_cluster_gives_the_step_per_cap_of_a_runs_profile(small_run
     on_page = page_text.split("<b>The choice</b>: ")[1]
     # the page's table before it, as the console's: a row per GPU count, stock ranked by its full-size floor
     page_table = page_text.split("<b>The choice</b>: ")[0].rsplit("<table>", 1)[1]
-    assert "<th>book</th><th>step ms</th><th>next that fits</th>" in page_table
+    # the console's columns: none blank on every row (nothing else fits here, nothing rests on the pick)
+    assert "<th>book</th><th>step ms</th><th>GPU-h per 1M samples</th></tr>" in page_table
     assert page_text.index("<th>book</th>") < page_text.index('<p class="headline">')  # the choice first (README)
     lead, headline = page_text.split('<p class="headline">')[1:3]  # the full size's bound first, then the profile's
     assert lead.startswith("<b>The full size</b>") and headline.startswith("<b>The tiny size's profile</b>")

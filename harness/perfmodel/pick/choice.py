@@ -32,6 +32,7 @@ class Candidate:
     model: str = ""  # whose step model times it (DDP, ZeRO-1, FSDP2), as the run's own-steps check names them
     note: str = ""  # what its step rests on beyond its model's (a compression hook's: compressed_note)
     cap_mb: float | None = None  # the cap it is ranked at, where the floors rank a step on DDP's schedule (ranked.py)
+    step_cap_mb: float | None = None  # the cap its step is at, on DDP's schedule (ZeRO-1's too), floors or not
     tight: bool = False  # fits, but with less left than the count has read below a peak (fits.is_tight)
     whose: str = bounds.CPU  # whose own cost `left_out_ms` is: a CPU's, or "the run's" (a GPU's, not told from noise)
 
@@ -48,6 +49,13 @@ class Candidate:
     def named(self) -> str:
         """'stock at 100 MiB': its name, with the cap it is ranked at where that is said."""
         return self.strategy + (f" at {self.cap_mb:g} MiB" if self.cap_mb is not None else "")
+
+    @property
+    def booked(self) -> str:
+        """'stock at 25 MiB': its name with the cap its step is at wherever it runs on DDP's schedule, the answer
+        table's cell (a booking without its cap read 'stock' beside 'stock at 25 MiB' of another model)."""
+        cap = self.cap_mb if self.cap_mb is not None else self.step_cap_mb
+        return self.strategy + (f" at {cap:g} MiB" if cap is not None else "")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -294,14 +302,15 @@ def _ranked_candidates(at: pd.DataFrame, frame: pd.DataFrame, models: pd.Series,
         k = ranked.least_row(frame, values) if floored else named
         c = _candidate(label, float(n), n <= capacity_gib * 1024, steps[k].iloc[j], floors[k].iloc[j], float(extra),
                        model)  # fmt: skip
-        cap = float(rows[k]["bucket_cap_mb"]) if floored and model in ("DDP", "ZeRO-1") else None
+        at_cap = float(rows[k]["bucket_cap_mb"]) if model in ("DDP", "ZeRO-1") else None  # FSDP2's: any cap
+        cap = at_cap if floored else None
         note = (
             compressed_note(rows[k], full_size=c.profiled_ms is not None)
             if hooked[j]
             else (same_collectives_note(asked[j]) if masks["reference"][j] else "")
         )
-        found.append(dataclasses.replace(c, cap_mb=cap, note=note, tight=is_tight(float(n), capacity_gib),
-                                         whose=whose))  # fmt: skip
+        found.append(dataclasses.replace(c, cap_mb=cap, step_cap_mb=at_cap, note=note,
+                                         tight=is_tight(float(n), capacity_gib), whose=whose))  # fmt: skip
     return found
 
 

@@ -35,6 +35,13 @@ def table_header(*, cost: bool = True, tokens: bool = False) -> tuple[str, ...]:
     return header if cost else header[:COST] + header[COST + 1 :]
 
 
+def without_blank_columns(header: tuple[str, ...], rows: list[tuple]) -> tuple[tuple[str, ...], list[tuple]]:
+    """The header and rows without a column blank on every row (a walkthrough read 'next that fits', 'behind' and
+    'the pick rests on' empty down both models' tables); the GPU count, the booking and its step always stay."""
+    kept = [k for k in range(len(header)) if k < 3 or any(row[k] for row in rows)]
+    return tuple(header[k] for k in kept), [tuple(row[k] for k in kept) for row in rows]
+
+
 def cost_unit(tokens) -> str:
     """What the GPU-hours are counted per: a billion tokens where a GPU's tokens a step are known, else a million
     samples."""
@@ -119,9 +126,9 @@ def _cells(choice: Choice, without: Choice | None, *, optimizer_ms: float, step_
         notes = [_unbenched_note(c, faster=False) for c in choice.unbenched]
         return (str(choice.world_size), "none modelled fits", "", "", "", ""), notes + _unfit(choice, counted_in)
     rest, behind = next_fits(choice)
-    book = " or ".join(c.named + " (tight)" * c.tight for c in choice.picked)  # not booked plainly: a note says
+    book = " or ".join(c.booked + " (tight)" * c.tight for c in choice.picked)  # not booked plainly: a note says
     cells = (str(choice.world_size), book,  # the cap where the floors rank it; a tight fit's room, its note
-             step_cell(choice.picked, open_=bool(choice.open_on)), " or ".join(c.named for c in rest),
+             step_cell(choice.picked, open_=bool(choice.open_on)), " or ".join(c.booked for c in rest),
              behind_cell(*behind) if rest else "",
              step_cell(choice.picked, gpu_hours_per_step_ms(batch=batch, tokens=tokens),
                        lambda v: f"{v:.3g}" if v < 1e3 else f"{v:,.0f}", open_=bool(choice.open_on))

@@ -20,7 +20,7 @@ from harness.perfmodel.memory_words import activation_words, fit_words
 from harness.perfmodel.own_check import OwnCheck, unborne_words
 from harness.perfmodel.pick import failed as gone
 from harness.perfmodel.pick import parity, ranked
-from harness.perfmodel.pick.choice_table import chosen, table_header, table_rows, tokens_a_step
+from harness.perfmodel.pick.choice_table import chosen, table_header, table_rows, tokens_a_step, without_blank_columns
 from harness.perfmodel.pick.words import choice_words
 from harness.perfmodel.sharded import optimizer_break_even, optimizer_share_caveat
 from harness.results.values import strategy_labels
@@ -76,7 +76,8 @@ def choice_section(configs: pd.DataFrame, group: pd.DataFrame, cluster: Cluster,
     header = table_header(cost=batch is not None, tokens=tokens_a_step(labelled) is not None)
     if booked is not None and rows:
         booked["row"] = rows[-1]
-    answer = table(list(header), [[esc(cell) for cell in row] for row in rows]) if rows else ""
+    shown_header, shown = without_blank_columns(header, rows)  # the console's columns: none blank on every row
+    answer = table(list(shown_header), [[esc(cell) for cell in row] for row in shown]) if rows else ""
     if rows and (unborne := unborne_words(checked and checked.errors)):  # the doubt where the answer is read
         answer = f"<p class=takeaway><b>Before booking by it</b>: {esc(unborne)} (How sure, below).</p>{answer}"
     if not words:

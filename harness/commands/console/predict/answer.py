@@ -13,13 +13,20 @@ from harness.analysis import roles
 from harness.commands.console import said_ahead, say, say_once
 from harness.perfmodel.memory_words import unchosen_words
 from harness.perfmodel.own_check import unborne_words
-from harness.perfmodel.pick.choice_table import COST, chosen, noted_rows, table_header, tokens_a_step
+from harness.perfmodel.pick.choice_table import (
+    COST,
+    chosen,
+    noted_rows,
+    table_header,
+    tokens_a_step,
+    without_blank_columns,
+)
 
 if TYPE_CHECKING:
     import pandas as pd
 
-RIGHT = (0, 2, 4, 5)
-"""The columns of figures, aligned right."""
+FIGURES = ("GPUs", "step ms", "behind", "GPU-h per")
+"""The columns of figures, aligned right, known by their header's words (a column blank on every row is dropped)."""
 WIDTH = 120
 """The widest row the table may print (a terminal's width with room): past it, the notes are marks, their words
 under the table."""
@@ -51,6 +58,7 @@ def choice_table(state: pd.DataFrame, capacity_gib: float, frames: list[pd.DataF
     if max(map(len, _lines(header, table))) > WIDTH:  # the notes' words too wide beside the figures: marks alone
         table, footnotes = _marked(rows, marks_only=True)
         header = (*header[:-1], "rests on")  # over marks: the header's words no wider than needed
+    header, table = without_blank_columns(header, table)
     floored = "; ≥: the full size's floor ranks it" * any("≥" in cells[2] for cells, _ in rows)  # (none: unsaid)
     unborne = f"; {words}, see below" if (words := unborne_words(errors)) else ""
     where = "below" if said_ahead() else "above"  # one cluster's: said first, ahead of the memory it counted
@@ -139,13 +147,13 @@ def book_cell(cell: str) -> str:
 
 def _lines(header: tuple[str, ...], table: list[tuple]) -> list[str]:
     """The header and rows as said: the figures right, the words left, the last cell as it is."""
-    widths = [max(len(row[k]) for row in (header, *table)) for k in range(len(header) - 1)]
-    right = RIGHT if len(header) > COST + 1 else RIGHT[:-1]  # the GPU-hours: the last figures, where given
+    widths = [max(len(row[k]) for row in (header, *table)) for k in range(len(header))]
+    right = {k for k, name in enumerate(header) if name.startswith(FIGURES)}  # by name: a blank column dropped
     lines = []
     for row in (header, *table):
         cells = [cell.rjust(width) if k in right else cell.ljust(width) for k, (cell, width) in
-                 enumerate(zip(row, widths, strict=False))]  # fmt: skip
-        lines.append("  " + "  ".join([*cells, row[-1]]).rstrip())
+                 enumerate(zip(row, widths, strict=True))]  # fmt: skip
+        lines.append("  " + "  ".join(cells).rstrip())
     return lines
 
 
