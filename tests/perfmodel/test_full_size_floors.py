@@ -235,6 +235,14 @@ def test_where_the_floors_tie_at_every_cap_ddps_answer_says_so_and_why_its_cap()
     moved = [frame(16, [104.0, 112.0, 115.0]), frame(64, [120.0, 110.3, 115.0])]  # 1 MiB more than 4 % ahead
     said = full_size_lead(moved, "the model you will train", backward_ms=50.0)
     assert "bucket_cap_mb 1 MiB from w16; 25 MiB from w64, the cap its floors favour; " in said
+    # a cap kept at DDP's default at one count against a lower floor is said so, as one cap alone is (a walkthrough
+    # read '25 MiB from w8; 100 MiB from w16, the cap its floors favour' where 100 MiB was 3.7 % below at w8)
+    kept = [frame(8, [104.0, 57.63, 55.48]).assign(step_ms=30.0), frame(16, [104.0, 65.06, 60.27]).assign(step_ms=30.0)]
+    said = full_size_lead(kept, "the model you will train", backward_ms=16.4)
+    assert (
+        "bucket_cap_mb 25 MiB from w8; 100 MiB from w16, the cap its floors favour but at w8: within 3.9 % of "
+        "100 MiB's, less than the model can tell: 25 MiB is DDP's default; w8 to w16"
+    ) in said, said
     assert "mostly as" not in said
     # a what-if page moved DDP to 5 MiB at w64 on a lead of 0.67 %, 'the cap its floors favour', and named 25 MiB at
     # w8 'favoured' behind 1 and 5 MiB's 40.00 ms: the floors keep 25 MiB unless another cap leads by more than the

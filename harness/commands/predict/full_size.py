@@ -314,6 +314,7 @@ def full_size_lead(frames: list, whose: str, *, backward_ms: float) -> str:
     leads = [ranked.floors_lead(frame) for frame in frames] if len(merged) == 1 else []  # a lower cap, not told apart
     lead = max(leads, key=lambda found: found[0], default=(0.0, []))
     favour = (": " if tie else ", ") + ranked.floors_cap_words(float(rows[0]["bucket_cap_mb"]), tie, lead)
+    favour += ranked.kept_default_words(frames) if len(merged) > 1 else ""
     return (f"for {whose}, by its floors: bucket_cap_mb {cap_text}{favour}; {span}. Why at "
             f"w{int(last['world_size'])}: {why}{ranked.algorithm_changes(rows, 'full_size_algorithm')}")  # fmt: skip
 

@@ -127,6 +127,18 @@ def floors_cap_words(cap_mb: float, tie: bool, lead: tuple[float, list[float]] =
     return f"its floors tie at every cap, and {cap_mb:g} MiB is {whose}"
 
 
+def kept_default_words(frames: list[pd.DataFrame]) -> str:
+    """' but at w8: within 3.7 % of 100 MiB's, …: 25 MiB is DDP's default' (floors_cap_words): where DDP's cap changes
+    along the GPU counts, those that keep DDP's default against a lower floor (a walkthrough read '25 MiB from w8;
+    100 MiB from w16, the cap its floors favour' where 100 MiB's floor was 3.7 % below 25's at w8)."""
+    said = []
+    for frame in frames:
+        if (lead := floors_lead(frame))[1]:  # a lower cap set aside at this count
+            row = ddp_ranked_row(frame)
+            said.append(f"w{int(row['world_size'])}: {floors_cap_words(row['bucket_cap_mb'], False, lead)}")
+    return f" but at {'; '.join(said)}" if said else ""
+
+
 def layouts_text(caps: list[float]) -> str:
     """'5', '1 and 5', '1, 5 and 10': caps as a sentence names them."""
     named = [f"{cap:g}" for cap in caps]
