@@ -351,8 +351,8 @@ def scaled_words(scale: float | None = None, run_scale: float | None = None) -> 
     1, why the compute's scale, said on the same page, differs: a page said ×0.259 here, ×0.2441 there, unexplained."""
     said = f"scaled{f' ×{scale:.3g}' if scale else ''} from the run's step to yours"
     if scale and run_scale and abs(run_scale - 1.0) > 0.005:
-        said += (f" (the compute's ×{scale * run_scale:.4g} is that times the profile's own calibration to the run's "
-                 f"step, ×{run_scale:.3g})")  # fmt: skip
+        said += (f" (the profile's compute is scaled ×{scale * run_scale:.4g}: this ×{scale:.3g} times the "
+                 f"×{run_scale:.3g} that first matched the profile to the run's own step)")  # fmt: skip
     return said
 
 

@@ -238,8 +238,9 @@ def test_fsdps_own_cost_left_out_of_a_gpu_step_is_beyond_ddps_only_where_the_rep
     assert side.left_out_s == pytest.approx(60 * MS, rel=0.01) and side.scale == pytest.approx(2.0)
     untold = "DDP's own cost, 21.9 ms a step at one rank, not told from noise: none of it taken"
     assert side.note.endswith(
-        f"all of it ({untold}) is 60 ms scaled ×2 from the run's step to yours (the compute's ×3 is that times the "
-        "profile's own calibration to the run's step, ×1.5), its step's long end (the choice weighs both)"
+        f"all of it ({untold}) is 60 ms scaled ×2 from the run's step to yours (the profile's compute is scaled ×3: "
+        "this ×2 times the ×1.5 that first matched the profile to the run's own step), its step's long end (the "
+        "choice weighs both)"
     )  # a user read '33.2 ms beyond DDP's' where nothing of DDP's was taken; a page's ×0.259 beside ×0.2441, unsaid
     from harness.commands.console.predict import scaling
     from harness.commands.console.predict.full_size import fsdp_own_note
