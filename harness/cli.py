@@ -127,7 +127,7 @@ def add_compare_parser(commands) -> None:
         "--across-strategies",
         action="store_true",
         help="match configurations whatever their strategy (e.g. a naive run against a bucketed one); their memory "
-        "is said where it differs, but fails the gate only between one strategy's runs",
+        "is said where it differs, but fails the gate only between one strategy's runs (options or not)",
     )
     compare.add_argument("--out", type=Path, default=Path("reports/site"), help="site folder (default: reports/site)")
 

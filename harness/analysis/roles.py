@@ -176,6 +176,20 @@ def reference_pairs(base: set[tuple], new: set[tuple], keys: list[str]) -> dict[
     return found
 
 
+def option_pairs(base: set[tuple], new: set[tuple], keys: list[str]) -> dict[tuple, tuple]:
+    """{a key of `base` that `new` lacks: `new`'s key of the same strategy and setup at another option setting}, where
+    each run measured that strategy at that setup at one setting only (a run before a DDP option and one with it,
+    `--opt gradient_as_bucket_view=True`: the commonest change a gate judges); several settings a side would be a
+    guess, so none is paired."""
+    i, o = keys.index("impl"), keys.index("impl_options")
+    found = {}
+    for key in base - new:
+        own, other = ([k for k in side if k[i] == key[i] and _setup(k, o) == _setup(key, o)] for side in (base, new))
+        if len(own) == 1 and len(other) == 1:
+            found[key] = other[0]
+    return found
+
+
 def _setup(key: tuple, *skipped: int) -> tuple:  # a key without its strategy's and options' places
     return tuple(v for j, v in enumerate(key) if j not in skipped)
 

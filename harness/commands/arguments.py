@@ -120,7 +120,9 @@ COMPARE_DESCRIPTION = textwrap.fill(
     "or an interval wider than ±threshold) the verdict is 'too few repeats to tell (have N, need about M)'. "
     "Configurations that differ in threads_per_rank, backend, tf32, first_bucket_cap_mb or whether DDP's buckets "
     "were timed (--bucket-timeline) are different measurements: not judged, named in a warning. Stock as shipped "
-    "is matched with stock bucket_cap_mb=25, its stand-in, where the other run has only that (the row names both)."
+    "is matched with stock bucket_cap_mb=25, its stand-in, where the other run has only that (the row names both); a "
+    "strategy each run measured at one option setting is paired with itself ('stock -> stock "
+    "gradient_as_bucket_view=True': one DDP option's change, its memory gated too)."
 )
 COMPARE_EPILOG = (
     textwrap.fill(
@@ -138,6 +140,7 @@ COMPARE_EPILOG = (
 
 examples:
   ddpbench compare RUN_A RUN_B                            # before and after a change: anything slower?
+  ddpbench compare RUN_A RUN_A_OPT                        # RUN_A_OPT: bench ... --opt gradient_as_bucket_view=True
   ddpbench compare RUN_A RUN_B --threshold 2%             # a smaller change counts (needs more repeats)
   ddpbench compare NAIVE_RUN BUCKETED_RUN --across-strategies   # one strategy against another
   ddpbench compare results/RUN_A ../other/results/RUN_B   # runs as folders, from anywhere"""

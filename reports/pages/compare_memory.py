@@ -30,7 +30,8 @@ def memory_section(frame: pd.DataFrame, label) -> str:
     return (
         f"<h2>Peak memory per rank</h2><p>Per repeat the largest rank's peak: on a GPU the allocator's peak reserved "
         f"memory (what a rank took from the device), on the CPU the process's peak resident set; the geometric mean "
-        f"over repeats. <b>higher</b> (a regression: the gate fails, unless the runs measured different strategies) "
+        f"over repeats. <b>higher</b> (a regression: the gate fails where both sides ran one strategy, at the same "
+        f"options or not; between different strategies (--across-strategies) it is said and fails nothing) "
         f"when the {level} interval of new / base lies beyond {threshold * 100:g}% (--memory-threshold), judged as the "
         f"step times are; repeats that agree exactly "
         f"give a zero-width interval.</p>" + table(head, rows, row_classes=classes)

@@ -5,6 +5,8 @@ world size, batch, dtype, device) and by the settings that change the measuremen
 option (threads per rank, backend, TF32, the first bucket's cap, a timing hook the step paid for):
 two configurations that differ in one of those are not the same measurement, so they are not
 judged, and `compare` names the setting (the command counts them as undecided, never as slower).
+A strategy each run measured at one option setting is paired with itself across them (roles.option_pairs:
+one DDP option's change, judged without --across-strategies, its memory gated as one strategy's).
 
 The unit of evidence is the repeat: each repeat of a configuration is summarised by its median
 step (the slowest rank per step), and the two runs' repeat medians are judged by `stats.verdict`
@@ -21,10 +23,18 @@ import pandas as pd
 from harness.analysis import roles, stats
 from harness.analysis.verdicts import memory_compare
 from harness.analysis.verdicts.environment import environment_differences
+from harness.analysis.verdicts.gate_outcome import (  # noqa: F401 (the outcome, read as compare.outcome)
+    FAILED_WORDS,
+    PASSED,
+    REGRESSED,
+    UNDECIDED,
+    outcome,
+    regressed,
+)
 from harness.config.bench import ConfigError
 from harness.results import store
 from harness.results.layout import SUMMARY_JSON
-from harness.results.values import configuration_label, counted, settings_words, timed_by_hook
+from harness.results.values import configuration_label, settings_words, timed_by_hook
 
 MATCH_KEYS = ("impl", "impl_options", "workload", "size", "world_size", "nnodes", "batch_size", "dtype", "optimizer",
               "device")  # fmt: skip
@@ -81,7 +91,8 @@ def _check_unambiguous(samples: pd.DataFrame, keys: list[str], run_id: str) -> N
     settings = samples["impl"] + " " + samples["impl_options"].fillna("")  # a walkthrough's 4 option settings pooled
     if (samples.assign(setting=settings).groupby(keys, dropna=False)["setting"].nunique() > 1).any():
         raise ConfigError(f"run {run_id!r} has several strategies or option settings per setup; --across-strategies "
-                          "compares runs of one strategy at one setting each")  # fmt: skip
+                          "compares runs of one strategy at one setting each (without it, compare pairs each "
+                          "strategy with itself, at another option setting where each run has one)")  # fmt: skip
 
 
 def _strategy_label(base: pd.DataFrame, new: pd.DataFrame) -> str:
@@ -166,7 +177,7 @@ def compare(
     new_groups = {_plain(key): group for key, group in new.groupby(keys, dropna=False)}
     stand_ins, pairs, not_compared = _stand_ins(base_run, new_run, keys), [], []
     for key, base_group in base.groupby(keys, dropna=False):  # null keys (older rows) match too: _plain
-        found = _plain(key) if _plain(key) in new_groups else stand_ins.get(_plain(key))
+        found, words = (_plain(key), "") if _plain(key) in new_groups else stand_ins.get(_plain(key), (None, ""))
         if found not in new_groups:
             continue
         matched, stand_in = dict(zip(keys, key, strict=True)), found != _plain(key)
@@ -177,12 +188,12 @@ def compare(
                 label = _label({**matched, "impl": base_rows["impl"].iloc[0]})
                 not_compared.append(f"{label}: not compared, a different measurement: {', '.join(differences)}")
             else:
-                paired = _paired(_plain(key), found, keys, base_rows, new_rows) if stand_in else {}
+                paired = _paired(words, base_rows, new_rows) if stand_in else {}
                 pairs.append(({**matched, **paired}, base_rows, new_rows))
     confidence = family_confidence(len(pairs))  # the gate fails on any one: its error is the family's
     rows = [{**matched, **judge(b, n, threshold=threshold, confidence=confidence), "configurations_judged": len(pairs),
              **memory_compare.judge(b, n, threshold=memory_threshold, confidence=confidence,
-                                    gates=_configuration(b, n).count(" -> ") == 0)}  # another strategy's: said
+                                    gates=" -> " not in _strategy_label(b, n))}  # another strategy's: said
             for matched, b, n in pairs]  # fmt: skip
     return pd.DataFrame(rows), environment_differences(base_meta, new_meta), not_compared
 
@@ -192,36 +203,62 @@ def _plain(key) -> tuple:
     return tuple(None if not isinstance(v, str) and pd.isna(v) else v for v in key)
 
 
-def _stand_ins(base_run: Path, new_run: Path, keys: list[str]) -> dict[tuple, tuple]:
-    """roles.reference_pairs of the runs' rows of every status, so that verdicts and what was not judged pair alike;
-    none across strategies, where options are not matched."""
+def _stand_ins(base_run: Path, new_run: Path, keys: list[str]) -> dict[tuple, tuple[tuple, str]]:
+    """{a BASE key NEW lacks: (NEW's key judged in its place, the words naming the pair)}: DDP as shipped and its
+    stand-in (roles.reference_pairs), else the strategy at NEW's one other option setting (roles.option_pairs: 'stock
+    -> stock gradient_as_bucket_view=True'), from the rows of every status, so that verdicts and what was not judged
+    pair alike; none across strategies, where options are not matched."""
     if "impl_options" not in keys:
         return {}
     held = [{_plain(k) for k in _configs(run)[keys].itertuples(index=False)} for run in (base_run, new_run)]
-    return roles.reference_pairs(*held, keys)
+    i, o = keys.index("impl"), keys.index("impl_options")
+    options = {key: (found, f"{configuration_label(key[i], key[o])} -> {configuration_label(found[i], found[o])}")
+               for key, found in roles.option_pairs(*held, keys).items()}  # fmt: skip
+    shipped = {
+        key: (found, roles.paired_words(key, found, keys)) for key, found in roles.reference_pairs(*held, keys).items()
+    }
+    return {**options, **shipped}
 
 
-def _paired(key: tuple, found: tuple, keys: list[str], base: pd.DataFrame, new: pd.DataFrame) -> dict:
-    """{"paired": roles.paired_words, with each side's first bucket where both recorded different ones}."""
+def _paired(words: str, base: pd.DataFrame, new: pd.DataFrame) -> dict:
+    """{"paired": the pair's words (_stand_ins), with each side's first bucket where both recorded different ones}."""
     firsts = [rows["first_bucket_cap_mb"].dropna() for rows in (base, new)]
     known = all(len(f) for f in firsts) and firsts[0].iloc[0] != firsts[1].iloc[0]
     said = f" (first bucket {firsts[0].iloc[0]:g} vs {firsts[1].iloc[0]:g} MiB)" if known else ""
-    return {"paired": roles.paired_words(key, found, keys) + said}
+    return {"paired": words + said}
 
 
-def _nearest_in_new(key: tuple, new_keys: list[tuple], names: list[str]) -> str:
-    """'not in NEW'; 'NEW has stock only at bucket_cap_mb=1, 5' (other options); or 'NEW ran it with dtype fp32, not
-    bf16' (one setting changed): another strategy, workload or world size is another configuration, not this one."""
+def _nearest_in_new(key: tuple, new_keys: list[tuple], names: list[str], base_keys: list[tuple] = ()) -> str:
+    """'not in NEW'; 'NEW has stock only at bucket_cap_mb=1, 5' (other options; where BASE's several settings kept
+    it from a pair, said); 'NEW ran it only as naive' where each run has one strategy (the baseline aside) at that
+    setup, with the flag that judges it; or 'NEW ran it with dtype fp32, not bf16' (one setting changed): another
+    workload or world size is another configuration, not this one."""
     if "impl_options" in names:  # (across strategies options are not matched)
         i, o = names.index("impl"), names.index("impl_options")
         if others := [k[o] for k in new_keys if k[:o] + k[o + 1 :] == key[:o] + key[o + 1 :]]:
-            return f"NEW has {key[i]} only at {settings_words(others)}"
+            own = [k for k in base_keys if k[:o] + k[o + 1 :] == key[:o] + key[o + 1 :]]
+            return f"NEW has {key[i]} only at {settings_words(others)}" + (
+                f" (BASE has it at {len(own)} settings: none paired by itself)" if len(own) > 1 else "")  # fmt: skip
+        if across := _across_only(key, new_keys, base_keys, i, o):
+            return f"NEW ran it only as {across}; compare --across-strategies judges one strategy against another"
     for other in new_keys:
         differs = [i for i, (a, b) in enumerate(zip(key, other, strict=True)) if a != b]
         if len(differs) == 1 and names[differs[0]] not in ("impl", "impl_options", "workload", "world_size"):
             i = differs[0]
             return f"NEW ran it with {names[i]} {other[i]}, not {key[i]}"
     return "not in NEW"
+
+
+def _across_only(key: tuple, new_keys: list[tuple], base_keys: list[tuple], i: int, o: int) -> str:
+    """NEW's one strategy at `key`'s setup where BASE too has one there, the baseline aside (what --across-strategies
+    would pair, and refuses for several); '' otherwise."""
+
+    def strategies(keys: list[tuple]) -> set[str]:
+        same = (k for k in keys if all(k[j] == key[j] for j in range(len(key)) if j not in (i, o)))
+        return {k[i] for k in same} - {roles.baseline_name()}
+
+    own, theirs = strategies(base_keys), strategies(new_keys)
+    return next(iter(theirs)) if len(own) == len(theirs) == 1 and own != theirs else ""
 
 
 def without_counterpart(base_run: Path, new_run: Path, *, across_strategies: bool = False):
@@ -237,8 +274,8 @@ def without_counterpart(base_run: Path, new_run: Path, *, across_strategies: boo
     stand_ins, failed, missing = _stand_ins(base_run, new_run, keys), [], []
     for key, group in base[base["status"] == "ok"].groupby(keys, dropna=False):
         label = _label({**dict(zip(keys, key, strict=True)), "impl": group["impl"].iloc[0]})
-        found = stand_ins.get(_plain(key), _plain(key))
-        label += f" ({roles.paired_words(_plain(key), found, keys)})" if found != _plain(key) else ""
+        found, words = stand_ins.get(_plain(key), (_plain(key), ""))
+        label += f" ({words})" if words else ""
         counterpart = new_groups.get(found)
         statuses = counterpart["status"] if counterpart is not None else pd.Series(dtype=str)
         if (statuses == "failed").any():
@@ -246,7 +283,8 @@ def without_counterpart(base_run: Path, new_run: Path, *, across_strategies: boo
             failed.append(f"{label}: failed in NEW ({(statuses == 'failed').sum()} of "
                           f"{stats.repeats_text(len(statuses))}): {error}")  # fmt: skip
         elif not (statuses == "ok").any():
-            why = (_nearest_in_new(_plain(key), list(new_groups), keys) if counterpart is None
+            base_keys = [_plain(k) for k in base.groupby(keys, dropna=False).groups]
+            why = (_nearest_in_new(_plain(key), list(new_groups), keys, base_keys) if counterpart is None
                    else f"{', '.join(sorted(set(statuses)))} in NEW")  # fmt: skip
             if why == "not in NEW" and not (new_run / SUMMARY_JSON).exists():  # a run still going: not yet, not never
                 why = "not yet run"
@@ -265,7 +303,9 @@ def only_in_new(base_run: Path, new_run: Path, *, across_strategies: bool = Fals
     stand_ins = _stand_ins(base_run, new_run, keys)
     held = base[base["status"] == "ok"] if not base.empty else base
     covered = (
-        {stand_ins.get(_plain(k), _plain(k)) for k in held.groupby(keys, dropna=False).groups} if len(held) else set()
+        {stand_ins.get(_plain(k), (_plain(k),))[0] for k in held.groupby(keys, dropna=False).groups}
+        if len(held)
+        else set()
     )
     return [_label({**dict(zip(keys, key, strict=True)), "impl": group["impl"].iloc[0]})
             for key, group in new[new["status"] == "ok"].groupby(keys, dropna=False)
@@ -340,51 +380,3 @@ def comparison_name(base: str, new: str) -> str:
     """'a → b': a comparison as every page and line names it, BASE first as `compare BASE NEW` takes the runs and as
     its file BASE_vs_NEW.html names them (its ratios are NEW / BASE)."""
     return f"{base} → {new}"
-
-
-REGRESSED, UNDECIDED, PASSED = "slower", "cannot tell", "nothing slower"
-FAILED_WORDS = {"slower": REGRESSED, "memory_higher": memory_compare.MEMORY_REGRESSED, "failed": "failed in NEW"}
-"""A failing outcome named for what failed the gate ('more memory' alone, 'slower, failed in NEW'): `regressed`."""
-
-
-def regressed(outcome: str | None) -> bool:
-    """Whether an outcome failed the gate (exit 1), whatever failed it (FAILED_WORDS)."""
-    return bool(outcome) and outcome not in (UNDECIDED, PASSED)
-
-
-"""The comparison's outcome, what `ddpbench compare`'s exit code says (1, 3, 0): a gate fails on a slower or
-failed configuration (or one whose peak memory is significantly higher: memory_compare), cannot pass on short
-evidence, and passes only when every configuration was judged."""
-
-
-def outcome(frame: pd.DataFrame, *, failed: list[str], missing: list[str], not_compared: list[str]) -> dict:
-    """The comparison as a whole: {"outcome": UNDECIDED, PASSED, or what failed the gate (FAILED_WORDS, joined),
-    "sentence": why, in words, and the counts it rests on}, the same for the console, the page and the index."""
-    verdicts = frame["verdict"].value_counts().to_dict() if "verdict" in frame else {}
-    matched = len(frame)
-    tally = {"matched": matched, "slower": int(verdicts.get(stats.SLOWER, 0)),
-             "faster": int(verdicts.get(stats.FASTER, 0)), "unchanged": int(verdicts.get(stats.NO_CHANGE, 0)),
-             "too_few": int(verdicts.get(stats.TOO_FEW, 0)), "not_compared": len(not_compared),
-             "failed": len(failed), "missing": len(missing),
-             "memory_higher": len(memory_compare.higher(frame))}  # fmt: skip
-    of_matched = f"of {counted(matched, 'matched configuration')}"  # '1 of 1 matched configuration', '… of 4 …s'
-    regressed = _counted(tally, slower=f"{of_matched} significantly slower",
-                         memory_higher=f"{of_matched} with peak memory significantly higher",
-                         failed="failed in NEW")  # fmt: skip
-    if regressed:  # named for what failed it: 'more memory' where memory alone did (exit 1 all the same)
-        said = [words for key, words in FAILED_WORDS.items() if tally[key]]  # the sentence's counts name the rest
-        return {"outcome": ", ".join(said), "sentence": f"{said[0]}: {regressed}", **tally}
-    short = _counted(tally, too_few=f"{of_matched} with too few repeats to tell",
-                     not_compared="not compared (a setting differs)", missing="with no ok result in NEW")  # fmt: skip
-    if frame.empty or short:
-        why = ("no configuration was judged" + (f": {short}" if short else "")) if frame.empty else short
-        return {"outcome": UNDECIDED, "sentence": f"{UNDECIDED}: {why}", **tally}
-    judged = f"{tally['faster']} faster, {tally['unchanged']} with no significant change"
-    every = ("all " if matched > 1 else "") + counted(matched, "matched configuration")
-    said = f"{PASSED}: {every} judged, none significantly slower ({judged})"
-    return {"outcome": PASSED, "sentence": said, **tally}
-
-
-def _counted(tally: dict, **words: str) -> str:
-    """'2 of 10 matched configurations significantly slower, 1 failed in NEW': each count that is not 0."""
-    return ", ".join(f"{tally[key]} {said}" for key, said in words.items() if tally[key])

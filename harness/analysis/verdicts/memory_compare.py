@@ -27,7 +27,7 @@ PEAK_COLUMNS = {"cuda": "mem_peak_reserved_mb", "cpu": "mem_peak_rss_mb"}
 PEAK_WORDS = {"mem_peak_reserved_mb": "peak reserved (device)", "mem_peak_rss_mb": "peak RSS (process)"}
 HIGHER, LOWER = "higher", "lower"
 MEMORY_REGRESSED = "more memory"
-"""The outcome's word where memory failed the gate (compare.FAILED_WORDS)."""
+"""The outcome's word where memory failed the gate (gate_outcome.FAILED_WORDS)."""
 WORDS = {stats.SLOWER: HIGHER, stats.FASTER: LOWER}  # the step verdict's words said of memory
 
 
@@ -80,8 +80,9 @@ def gates(rows: pd.DataFrame) -> pd.Series:
     return kept.map(lambda value: value is not False)
 
 
-NOT_GATED = "another configuration's memory, not gated"
-"""What a memory verdict across strategies is said with: the strategy's, not a regression (it fails nothing)."""
+NOT_GATED = "another strategy's memory, not gated"
+"""What a memory verdict across strategies is said with: the strategy's, not a regression (it fails nothing); one
+strategy's pair, at the same options or another setting of them, gates."""
 
 
 def regression_line(row, *, named: str, level: str) -> str:

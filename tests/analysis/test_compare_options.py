@@ -1,0 +1,61 @@
+"""`ddpbench compare` of the commonest change a gate judges, one DDP option: a strategy paired with itself at the
+other run's one option setting, its memory gated, the flag named where it is still needed; and what the last line
+says of a failure, of runs that matched nothing, and of a loaded machine."""
+
+from __future__ import annotations
+
+import json
+
+from test_compare import run_compare, synthetic_run
+
+from harness.analysis import roles
+from harness.analysis.verdicts import compare
+
+VIEW = json.dumps({"gradient_as_bucket_view": True})
+KEYS = ["impl", "impl_options", "workload", "world_size"]
+
+
+def test_a_strategy_at_one_setting_a_run_pairs_with_itself_at_the_others_and_several_do_not():
+    base = {("stock", "{}", "mlp", 2), ("local", "{}", "mlp", 2)}
+    new = {("stock", VIEW, "mlp", 2), ("local", "{}", "mlp", 2)}
+    assert roles.option_pairs(base, new, KEYS) == {("stock", "{}", "mlp", 2): ("stock", VIEW, "mlp", 2)}
+    several = new | {("stock", '{"bucket_cap_mb": 5}', "mlp", 2)}  # which one BASE's stands against is a guess
+    assert roles.option_pairs(base, several, KEYS) == {}
+    assert roles.option_pairs(base, {("stock", VIEW, "mlp", 1)}, KEYS) == {}  # another world size: another setup
+
+
+def test_one_ddp_option_is_judged_without_a_flag_and_its_memory_gates(tmp_path, capsys):
+    """A walkthrough's `compare base new` (new: --opt gradient_as_bucket_view=True) matched only the local rows."""
+    synthetic_run(tmp_path / "r", "base", mean_ms=100, seed=1, settings={"mem_peak_rss_mb": 500.0})
+    synthetic_run(tmp_path / "r", "new", mean_ms=100, seed=2, settings={"impl_options": VIEW, "mem_peak_rss_mb": 600.0})
+    code, out = run_compare(capsys, tmp_path / "r", "base", "new")
+    assert "w2 mlp/tiny stock -> stock gradient_as_bucket_view=True: " in out.out, out.out
+    assert "1 configuration matched" in out.out and "no ok result in NEW (" not in out.err
+    assert code == 1 and "peak memory significantly higher" in out.out.splitlines()[-1], out.out
+    assert "not gated" not in out.out  # one strategy's memory: a regression, whatever its options
+
+
+def test_where_no_pair_is_made_the_warning_says_why_and_names_the_flag_for_another_strategy(tmp_path, capsys):
+    synthetic_run(tmp_path / "r", "base", mean_ms=100, seed=1)
+    synthetic_run(tmp_path / "r", "naive", mean_ms=100, seed=2, impl="naive")
+    code, out = run_compare(capsys, tmp_path / "r", "base", "naive")
+    assert code == 3 and "NEW ran it only as naive; compare --across-strategies judges" in out.err, out.err
+    synthetic_run(tmp_path / "r", "view", mean_ms=100, seed=3, settings={"impl_options": VIEW})
+    synthetic_run(tmp_path / "r", "view", mean_ms=100, seed=4, settings={"impl_options": '{"bucket_cap_mb": 5}'},
+                  worlds=(2,), repeats=1)  # fmt: skip
+    code, out = run_compare(capsys, tmp_path / "r", "base", "view")
+    assert code == 3 and "NEW has stock only at bucket_cap_mb=5; gradient_as_bucket_view=True" in out.err, out.err
+
+
+def test_the_warning_says_why_no_pair_was_made_and_names_the_flag_only_where_it_would_pair():
+    names = ["impl", "impl_options", "workload", "world_size"]
+    caps = [("stock", '{"bucket_cap_mb": 1.0}', "mlp", 1), ("stock", '{"bucket_cap_mb": 5.0}', "mlp", 1)]
+    said = compare._nearest_in_new(caps[0], [("stock", VIEW, "mlp", 1)], names, caps)
+    assert (
+        said == "NEW has stock only at gradient_as_bucket_view=True (BASE has it at 2 settings: none paired by itself)"
+    )
+    naive = [("naive", "{}", "mlp", 1), ("local", "{}", "mlp", 1)]  # the baseline aside: one strategy a side
+    said = compare._nearest_in_new(caps[0], naive, names, caps[:1])
+    assert said == "NEW ran it only as naive; compare --across-strategies judges one strategy against another"
+    two = [*naive, ("fsdp", "{}", "mlp", 1)]  # --across-strategies would refuse NEW's two: not named
+    assert compare._nearest_in_new(caps[0], two, names, caps[:1]) == "not in NEW"
