@@ -281,8 +281,10 @@ def test_a_setting_an_older_run_did_not_record_still_matches_and_equal_settings_
 def test_the_outcome_is_the_exit_codes_answer_in_words():
     """One sentence for the console, the page and the index: slower (exit 1), cannot tell (3), nothing slower (0)."""
     judged = pd.DataFrame({"verdict": [stats.SLOWER, stats.FASTER, stats.TOO_FEW]})
-    slower = compare.outcome(judged, failed=["x: failed in NEW"], missing=[], not_compared=[])
-    assert slower["sentence"] == "slower: 1 of 3 matched configurations significantly slower, 1 failed in NEW"
+    failed = ["w2 mlp/tiny stock: failed in NEW (1 of 2 repeats): rank 1: RuntimeError: boom"]
+    slower = compare.outcome(judged, failed=failed, missing=[], not_compared=[])
+    assert slower["sentence"] == ("slower: 1 of 3 matched configurations significantly slower, 1 failed in NEW (w2 "
+                                  "mlp/tiny stock)")  # which failed, as the warning above it names it  # fmt: skip
     assert slower["outcome"] == "slower, failed in NEW" and compare.regressed(slower["outcome"])  # each failure named
     short = compare.outcome(judged.iloc[1:], failed=[], missing=["y"], not_compared=["z"])
     assert short["outcome"] == compare.UNDECIDED and short["sentence"] == (

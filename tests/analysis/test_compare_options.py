@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 
+import pandas as pd
 from test_compare import run_compare, synthetic_run
 
 from harness.analysis import roles
@@ -45,6 +46,17 @@ def test_where_no_pair_is_made_the_warning_says_why_and_names_the_flag_for_anoth
                   worlds=(2,), repeats=1)  # fmt: skip
     code, out = run_compare(capsys, tmp_path / "r", "base", "view")
     assert code == 3 and "NEW has stock only at bucket_cap_mb=5; gradient_as_bucket_view=True" in out.err, out.err
+
+
+def test_a_failure_in_new_is_named_on_the_last_line(tmp_path, capsys):
+    synthetic_run(tmp_path / "r", "base", mean_ms=100, seed=1)
+    synthetic_run(tmp_path / "r", "new", mean_ms=100, seed=2, settings={"status": "failed", "error": "boom"})
+    code, out = run_compare(capsys, tmp_path / "r", "base", "new")
+    assert code == 1 and out.out.splitlines()[-1].startswith("compare: failed in NEW: 1 failed in NEW (w2 mlp/tiny")
+    many = compare.outcome(pd.DataFrame(), failed=[f"w{n} mlp/tiny stock: failed in NEW (1 of 1 repeat): x"
+                                                   for n in range(5)], missing=[], not_compared=[])  # fmt: skip
+    assert many["sentence"] == "failed in NEW: 5 failed in NEW (w0 mlp/tiny stock, w1 mlp/tiny stock, w2 mlp/tiny " \
+                               "stock and 2 more)"  # fmt: skip
 
 
 def test_the_warning_says_why_no_pair_was_made_and_names_the_flag_only_where_it_would_pair():

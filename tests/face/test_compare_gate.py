@@ -49,8 +49,8 @@ def test_nothing_matched_because_new_failed_everywhere_is_exit_1_naming_the_fail
     assert code == 1, out
     assert "w2 mlp/tiny stock: failed in NEW (3 of 3 repeats): rank 1: RuntimeError: boom" in out.err
     assert "0 configurations matched" in out.out
-    assert "compare: failed in NEW: 1 failed in NEW; base measured mlp/tiny fp32 sgd batch 8 (stock), new no ok " \
-           "configuration (exit 1)" in out.out  # fmt: skip
+    assert "compare: failed in NEW: 1 failed in NEW (w2 mlp/tiny stock); base measured mlp/tiny fp32 sgd batch 8 " \
+           "(stock), new no ok configuration (exit 1)" in out.out  # fmt: skip
 
 
 def test_nothing_matched_because_the_dtype_differs_is_exit_3_saying_why(tmp_path, capsys):
@@ -247,7 +247,9 @@ def test_the_outcome_line_names_what_got_slower_by_how_much_and_how_sure_before_
     last = out.out.splitlines()[-1]
     assert last.startswith("compare: slower: 1 of 1 matched configuration significantly slower: w2 mlp/tiny stock "
                            "1.50× (95% CI 1.4"), last  # fmt: skip
-    assert last.endswith("), 1 failed in NEW (exit 1)"), last  # the failure said after, not named as the slower
+    assert last.endswith("), 1 failed in NEW (w2 mlp/tiny stock) (exit 1)"), (
+        last
+    )  # the failure said after, not named as the slower
 
 
 def test_a_gate_that_cannot_tell_says_what_would_decide_it_and_what_leans_slower_already(tmp_path, capsys):

@@ -1,6 +1,6 @@
 """`compare`'s outcome as a whole, what its exit code says (1, 3, 0): a gate fails on a slower or failed
 configuration (or one whose peak memory is significantly higher: memory_compare), cannot pass on short evidence,
-and passes only when every configuration was judged."""
+and passes only when every configuration was judged; each failure named by its configuration."""
 
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ def outcome(frame: pd.DataFrame, *, failed: list[str], missing: list[str], not_c
     of_matched = f"of {counted(matched, 'matched configuration')}"  # '1 of 1 matched configuration', '… of 4 …s'
     regressed = _counted(tally, slower=f"{of_matched} significantly slower",
                          memory_higher=f"{of_matched} with peak memory significantly higher",
-                         failed="failed in NEW")  # fmt: skip
+                         failed=f"failed in NEW ({_failed_names(failed)})")  # fmt: skip
     if regressed:  # named for what failed it: 'more memory' where memory alone did (exit 1 all the same)
         said = [words for key, words in FAILED_WORDS.items() if tally[key]]  # the sentence's counts name the rest
         return {"outcome": ", ".join(said), "sentence": f"{said[0]}: {regressed}", **tally}
@@ -51,3 +51,12 @@ def outcome(frame: pd.DataFrame, *, failed: list[str], missing: list[str], not_c
 def _counted(tally: dict, **words: str) -> str:
     """'2 of 10 matched configurations significantly slower, 1 failed in NEW': each count that is not 0."""
     return ", ".join(f"{tally[key]} {said}" for key, said in words.items() if tally[key])
+
+
+def _failed_names(failed: list[str], shown: int = 3) -> str:
+    """'w2 mlp/tiny stock, w1 mlp/tiny fsdp and 4 more': the configurations the 'failed in NEW' lines
+    (compare.without_counterpart) name, so that the last line and the page's banner say which failed, as the warnings
+    above them do; past `shown`, counted (the warnings and the page list them all)."""
+    names = [line.partition(": failed in NEW")[0] for line in failed]
+    more = f" and {len(names) - shown} more" if len(names) > shown else ""
+    return ", ".join(names[:shown]) + more
