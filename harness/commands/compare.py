@@ -35,7 +35,7 @@ def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
     check_output_folder("--out", args.out)
     check_one_model(*runs)
     try:
-        return _compare(args, *runs, threshold=threshold, memory_threshold=memory_threshold)
+        return _compare(args, *runs, threshold=threshold, memory_threshold=memory_threshold, command=command)
     except ConfigError:
         raise
     except Exception as exc:  # a gate must not read a crash as "slower" (exit 1): a code of its own
@@ -98,7 +98,13 @@ SHOWN_MISSING = 3
 
 
 def _compare(
-    args: argparse.Namespace, base_run: Path, new_run: Path, *, threshold: float, memory_threshold: float
+    args: argparse.Namespace,
+    base_run: Path,
+    new_run: Path,
+    *,
+    threshold: float,
+    memory_threshold: float,
+    command: tuple[str, ...] = (),
 ) -> int:
     from harness.analysis.verdicts import compare
     from reports.pages.compare import write_comparison_page
@@ -107,7 +113,8 @@ def _compare(
     across = args.across_strategies
     frame, environment, not_compared = compare.compare(base_run, new_run, threshold=threshold, across_strategies=across,
                                                        memory_threshold=memory_threshold)  # fmt: skip
-    environment += [*_not_alone(base_run, "BASE"), *_not_alone(new_run, "NEW")]
+    shared = [*_not_alone(base_run, "BASE"), *_not_alone(new_run, "NEW")]
+    environment += shared
     environment += [*_unfinished(base_run, "BASE"), *_unfinished(new_run, "NEW")]
     failed, missing = compare.without_counterpart(base_run, new_run, across_strategies=across)
     for warning in [*environment, *not_compared, *_shortened(missing), *failed, *_added(base_run, new_run, across)]:
@@ -119,11 +126,14 @@ def _compare(
         apart = differing(base_run, new_run, across_strategies=across)
         judged["sentence"] += (f"; {f'the runs differ in {apart}; ' if apart else ''}{base_run.name} measured "
                                f"{measured(base_run)}, {new_run.name} {measured(new_run)}")  # fmt: skip
+        if "threads_per_rank" in apart and (rerun := at_base_gpus(base_run, new_run)):
+            judged["sentence"] += f"; threads per rank follow --gpus, so NEW run at BASE's would match: {rerun}"
     slower = "significantly slower"  # which, by how much, how sure: before any 'failed in NEW' that follows
     judged["sentence"] = judged["sentence"].replace(slower, slower + compared.slower_named(frame), 1)
     if judged["outcome"] == compare.UNDECIDED:  # what would decide those left open, and which lean slower already
         too_few = "with too few repeats to tell"
         judged["sentence"] = judged["sentence"].replace(too_few, too_few + compared.open_named(frame), 1)
+        judged["sentence"] += _noise_first(judged["too_few"], [line.split(" (")[0] for line in shared])
     code = (
         EXIT_SLOWER
         if compare.regressed(judged["outcome"])
@@ -131,7 +141,8 @@ def _compare(
     )
     judged["exit_code"] = code  # the page says what the gate read, and what each run ran
     said = {"environment": environment, "not_judged": [*failed, *not_compared, *missing], "threshold": threshold,
-            "commands": {run.name: _command_of(run) for run in (base_run, new_run)}}  # fmt: skip
+            "commands": {run.name: _command_of(run) for run in (base_run, new_run)},
+            "compared_by": _typed(command)}  # fmt: skip
     # Named by the runs' ids (their folders' names), whether given as ids or as paths.
     page = write_comparison_page(args.out, base_run.name, new_run.name, frame, judged, **said)
     kept = _keep(base_run.parent, base_run.name, new_run.name, frame, judged, **said)  # beside BASE, as given
@@ -161,6 +172,17 @@ def _not_alone(run: Path, which: str) -> list[str]:
     return [f"{which} ({run.name}) was not alone on its machine: {'; '.join(said)}"] if said else []
 
 
+def _noise_first(too_few: int, loaded: list[str]) -> str:
+    """'; BASE and NEW shared their machine: …': where repeats left configurations open on a loaded machine, the
+    repeats 'need about M' counts are the load's spread; as `bench` says, more repeats wait on its noise falling."""
+    if not too_few or not loaded:
+        return ""
+    return (
+        f"; {' and '.join(loaded)} shared {'their' if len(loaded) > 1 else 'its'} machine with other work: its "
+        "noise must fall before more repeats can decide (a quieter machine, more --steps a repeat)"
+    )
+
+
 def _unfinished(run: Path, which: str) -> list[str]:
     """'NEW (id) has no summary.json: still running, …': a run compared before its end (a CI job that compared
     against a run still going read its first configurations as the whole run, and nothing said so)."""
@@ -186,6 +208,16 @@ def _command_of(run: Path) -> str:
 
     command = (store.read_run_meta(run).get("environment") or {}).get("command")
     return shlex.join(as_typed([str(word) for word in command])) if isinstance(command, list) and command else ""
+
+
+def _typed(command: tuple[str, ...]) -> str:
+    """This compare's command line as a shell reads it (the next compare of the pair overwrites its page: the page
+    says which flags made it)."""
+    import shlex
+
+    from harness.results.invocation import as_typed
+
+    return shlex.join(as_typed([str(word) for word in command])) if command else ""
 
 
 def _keep(results: Path, base: str, new: str, frame, judged: dict, **page) -> Path:
@@ -235,13 +267,18 @@ def measured(run: Path) -> str:
 
 
 def differing(base_run: Path, new_run: Path, *, across_strategies: bool = False) -> str:
-    """'optimizer (adam in BASE, sgd in NEW)': the match keys whose values the two runs' ok configurations share
-    none of, for a comparison that matched nothing to name the setting that keeps them apart ('' if none)."""
+    """'optimizer (adam in BASE, sgd in NEW)': the match keys and settings (compare.SETTING_KEYS: 'threads_per_rank
+    (2 in BASE, 1 in NEW)', which --gpus sets) whose values the two runs' ok configurations share none of, for a
+    comparison that matched nothing to name what keeps them apart ('' if none)."""
     from harness.analysis.verdicts import compare
 
     base, new = _ok_configs(base_run), _ok_configs(new_run)
     said = []
-    for key in compare.match_keys(across_strategies=across_strategies):
+    keys = [
+        *compare.match_keys(across_strategies=across_strategies),
+        *compare.setting_keys(across_strategies=across_strategies),
+    ]
+    for key in keys:
         if key in ("impl_options", "world_size", "nnodes") or key not in base or key not in new:
             continue  # several world sizes or options in one run: a partial overlap, said by `measured`
         before, after = set(base[key].dropna().astype(str)), set(new[key].dropna().astype(str))
@@ -255,3 +292,30 @@ def _ok_configs(run: Path):
 
     configs = store.read_configs(run)
     return configs[configs["status"] == "ok"] if "status" in configs else configs
+
+
+def at_base_gpus(base_run: Path, new_run: Path) -> str:
+    """NEW's recorded bench command at BASE's --gpus (its --run-id dropped: a new run), the command whose ranks get
+    BASE's threads (config.ranks.threads_per_rank); '' where either kept no command, BASE gave no --gpus, or both
+    gave the same (then the machines' cores differ, and no flag makes them match)."""
+    import shlex
+
+    base, new = (shlex.split(_command_of(run)) for run in (base_run, new_run))
+    gpus = _flag_value(base, "--gpus")
+    if not base or not new or gpus is None or gpus == _flag_value(new, "--gpus"):
+        return ""
+    words, skip = [], False
+    for word in new:  # NEW's words, without --gpus and --run-id (each with its value)
+        if not skip and word.split("=")[0] not in ("--gpus", "--run-id"):
+            words.append(word)
+        skip = word in ("--gpus", "--run-id")
+    return shlex.join([*words, "--gpus", gpus])
+
+
+def _flag_value(words: list[str], flag: str) -> str | None:
+    for i, word in enumerate(words):
+        if word == flag and i + 1 < len(words):
+            return words[i + 1]
+        if word.startswith(flag + "="):
+            return word.split("=", 1)[1]
+    return None

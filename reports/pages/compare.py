@@ -137,10 +137,11 @@ OUTCOME_CLASS = {comparing.UNDECIDED: "banner", comparing.PASSED: "headline"}  #
 
 def comparison_page(base: str, new: str, frame: pd.DataFrame, judged: dict, *, environment: list[str],
                     not_judged: list[str], threshold: float, commands: dict | None = None,
-                    run_pages: tuple[str, ...] = ()) -> str:  # fmt: skip
+                    run_pages: tuple[str, ...] = (), compared_by: str = "") -> str:  # fmt: skip
     """`judged`: harness.analysis.verdicts.compare.outcome's; `environment`: how the runs' machines and software differ;
     `not_judged`: BASE's configurations without a verdict (failed or missing in NEW, a setting differs); `run_pages`:
-    those of the two runs whose pages the site holds, linked."""
+    those of the two runs whose pages the site holds, linked; `compared_by`: the compare command that made it (its
+    flags: the next compare of the pair overwrites the page)."""
     runs = "".join(f'<a href="../runs/{esc(quote(run))}.html">{role} {esc(run)}</a>'
                    for role, run in (("BASE", base), ("NEW", new)) if run in run_pages)  # fmt: skip
     parts = [
@@ -154,6 +155,7 @@ def comparison_page(base: str, new: str, frame: pd.DataFrame, judged: dict, *, e
             for role, run in (("BASE", base), ("NEW", new))
             if (line := (commands or {}).get(run))
         ),  # BASE first, named: a kept comparison's keys come back sorted
+        f"<p>Compared by <code>{esc(compared_by)}</code></p>" if compared_by else "",
         f"<p>Ratio = new / base step time: per repeat the median step (slowest rank per step), then the "
         f"geometric mean over repeats. A configuration is <b>slower</b> or <b>faster</b> only when the "
         f"{comparing.interval_level(frame)} interval of the ratio (Welch's t over repeats"
@@ -187,7 +189,7 @@ def _capitalised(text: str) -> str:
 
 def write_comparison_page(out: Path, base: str, new: str, frame: pd.DataFrame, judged: dict, *,
                           environment: list[str], not_judged: list[str], threshold: float,
-                          commands: dict[str, str] | None = None) -> Path:  # fmt: skip
+                          commands: dict[str, str] | None = None, compared_by: str = "") -> Path:  # fmt: skip
     """The page, and beside it the facts the index lists: the outcome and its counts (written last: the index
     only links whole pages). It links the two runs' pages that the site holds now."""
     from reports.site import write_plotly_asset  # the page's figure needs it, even before a `ddpbench report`
@@ -196,7 +198,7 @@ def write_comparison_page(out: Path, base: str, new: str, frame: pd.DataFrame, j
     path = Path(out) / "compare" / f"{base}_vs_{new}.html"
     held = tuple(run for run in (base, new) if (Path(out) / "runs" / f"{run}.html").is_file())
     text = comparison_page(base, new, frame, judged, environment=environment, not_judged=not_judged,
-                           threshold=threshold, commands=commands, run_pages=held)  # fmt: skip
+                           threshold=threshold, commands=commands, run_pages=held, compared_by=compared_by)  # fmt: skip
     store.atomic_write(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
     store.write_json(path.with_suffix(".json"), {"base": base, "new": new, **judged})
     return path
@@ -213,7 +215,8 @@ def write_kept_comparisons(results: Path, out: Path) -> int:
             facts = store.read_json(kept)
             write_comparison_page(out, facts["base"], facts["new"], pd.DataFrame(facts["rows"]), facts["judged"],
                                   environment=facts["environment"], not_judged=facts["not_judged"],
-                                  threshold=facts["threshold"], commands=facts.get("commands"))  # fmt: skip
+                                  threshold=facts["threshold"], commands=facts.get("commands"),
+                                  compared_by=facts.get("compared_by", ""))  # fmt: skip
         except (OSError, ValueError, KeyError, TypeError) as exc:
             logging.getLogger("ddpbench").warning("skipping comparison %s: %s", kept, exc)
             continue

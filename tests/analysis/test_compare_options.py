@@ -11,6 +11,7 @@ from test_compare import run_compare, synthetic_run
 
 from harness.analysis import roles
 from harness.analysis.verdicts import compare
+from harness.commands import compare as compare_command
 
 VIEW = json.dumps({"gradient_as_bucket_view": True})
 KEYS = ["impl", "impl_options", "workload", "world_size"]
@@ -57,6 +58,25 @@ def test_a_failure_in_new_is_named_on_the_last_line(tmp_path, capsys):
                                                    for n in range(5)], missing=[], not_compared=[])  # fmt: skip
     assert many["sentence"] == "failed in NEW: 5 failed in NEW (w0 mlp/tiny stock, w1 mlp/tiny stock, w2 mlp/tiny " \
                                "stock and 2 more)"  # fmt: skip
+
+
+def test_runs_apart_only_in_threads_per_rank_name_it_and_the_command_that_would_match(tmp_path, capsys):
+    """'Nothing matched' named two identical descriptions; the runs' --gpus 1 and 2 gave their ranks 2 and 1 threads."""
+    for run, gpus, threads in (("g1", "1", 2), ("g2", "2", 1)):
+        command = {"command": ["ddpbench", "bench", "--gpus", gpus, "--run-id", run, "--steps", "10"]}
+        synthetic_run(tmp_path / "r", run, mean_ms=100, seed=int(gpus), worlds=(1,), environment=command,
+                      settings={"threads_per_rank": threads})  # fmt: skip
+    code, out = run_compare(capsys, tmp_path / "r", "g1", "g2")
+    last = out.out.splitlines()[-1]
+    assert code == 3 and "differ in threads_per_rank (2 in BASE, 1 in NEW)" in last, last
+    assert "would match: ddpbench bench --steps 10 --gpus 1 (exit 3)" in last
+    page = (tmp_path / "site" / "compare" / "g1_vs_g2.html").read_text()
+    assert "Compared by <code>ddpbench compare g1 g2 --results" in page  # the flags that made this page
+
+
+def test_more_repeats_on_a_loaded_machine_wait_on_its_noise():
+    assert "noise must fall before more repeats" in compare_command._noise_first(2, ["BASE", "NEW"])
+    assert compare_command._noise_first(0, ["NEW"]) == "" and compare_command._noise_first(2, []) == ""
 
 
 def test_the_warning_says_why_no_pair_was_made_and_names_the_flag_only_where_it_would_pair():
