@@ -1,6 +1,7 @@
 # ddpbench: every target works alone on a fresh clone (bench and test build the venv first).
 # Variables map onto `ddpbench bench` flags; unset ones take the CLI's defaults.
 #   make bench GPUS=8 IMPLS=naive,stock WORKLOADS=mlp,gpt2 BUCKETS="1 25" SIZE=small STEPS=20
+#   (also WARMUP, BATCH, DEVICE, OPTIMIZER=adamw, and ARGS for any other flag: ARGS=--dry-run forecasts only)
 # BUDGET: how long `make bench` goes on repeating to decide its verdicts (--repeats auto): a first
 # answer in minutes; BUDGET= (empty) repeats until decided or --max-repeats. `make sweep` has none
 # unless you give one (make sweep BUDGET=10m).
@@ -30,6 +31,7 @@ BENCH_FLAGS := $(if $(GPUS),--gpus $(GPUS)) \
 	$(if $(WARMUP),--warmup $(WARMUP)) \
 	$(if $(BATCH),--batch-size $(BATCH)) \
 	$(if $(DEVICE),--device $(DEVICE)) \
+	$(if $(OPTIMIZER),--optimizer $(OPTIMIZER)) \
 	$(if $(and $(BUDGET),$(call auto_repeats)),--budget $(BUDGET)) \
 	--results $(RESULTS) $(ARGS)
 
@@ -50,10 +52,13 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 # The report is rebuilt when the run finished, even if a configuration failed (exit 1: the
-# report shows the failure), but not after bad input (exit 2: nothing was run or written).
+# report shows the failure), but not after bad input (exit 2: nothing was run or written) nor after
+# --dry-run (nothing written: the results folder may not exist yet). DDPBENCH_REPORT_NEXT tells bench
+# that the report is built next, so that it does not tell the user to build it.
+dry_run = $(findstring --dry-run,$(ARGS))
 bench: setup
-	@status=0; $(BIN)/ddpbench bench $(BENCH_FLAGS) || status=$$?; \
-	if [ $$status -le 1 ]; then $(BIN)/ddpbench report --results $(RESULTS) --out $(SITE) || exit $$?; fi; \
+	@status=0; DDPBENCH_REPORT_NEXT=1 $(BIN)/ddpbench bench $(BENCH_FLAGS) || status=$$?; \
+	if [ $$status -le 1 ] && [ -z "$(dry_run)" ]; then $(BIN)/ddpbench report --results $(RESULTS) --out $(SITE) || exit $$?; fi; \
 	exit $$status
 
 # A bucket_cap_mb response curve: `make bench` over a list of caps (DDP's default 25 included),

@@ -3,6 +3,7 @@ went (the phases of harness.handoff.costs, the rest as `other`), added up over t
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -12,12 +13,24 @@ from harness.commands.console import invoked
 from harness.config.bench import RESULTS
 from harness.results import contention, layout
 
+# Set by the Makefile's bench, which builds the pages next: the last line does not tell the user to build them.
+REPORT_NEXT_ENV = "DDPBENCH_REPORT_NEXT"
+
 
 def counts_text(counts: dict[str, int], *, parity_failed: int = 0) -> str:
     """'4 ok, 0 failed, 0 skipped (1 of the ok failed parity: …)': a row that trained unlike one process is said
     where a reader of the last lines looks, not only on its own line above."""
     text = ", ".join(f"{counts.get(s, 0)} {s}" for s in ("ok", "failed", "skipped"))
     return text + (f" ({parity_failed} of the ok failed parity: see PARITY FAILED above)" if parity_failed else "")
+
+
+def pages_hint(folder: Path) -> str:
+    """' (its pages: ddpbench report --results FOLDER)', as typed in this shell; nothing where the Makefile builds
+    them next (REPORT_NEXT_ENV)."""
+    if os.environ.get(REPORT_NEXT_ENV):
+        return ""
+    results = "" if folder.resolve() == RESULTS.resolve() else f" --results {folder}"  # as report's default reads
+    return f" (its pages: {invoked.ddpbench_command()} report{results})"
 
 
 FIX = re.compile(r"--opt ([A-Za-z_]\w*=[^\s;,)\]]+)")
@@ -58,7 +71,6 @@ def summarize(plan, wall_s: float, *, parity_failed: int = 0, run_command: tuple
     runs = f"; over its {sessions} sessions the run took {total}, {steps} of training steps: summary.json adds them up"
     took = f"(this session: {wall}{runs}); the whole run has" if sessions > 1 else f"in {wall}:"
     folder = Path(plan.run).parent
-    results = "" if folder.resolve() == RESULTS.resolve() else f" --results {folder}"  # as report's default reads
     failed = totals["status_counts"].get("failed", 0)  # a failure is kept, not run again: how to, where it is counted
     command = invoked.resume_hint(plan.run_id, folder, more=("--retry-failed",))
     again = f"; {failed} failed: {console.retry_words(failed, command)}" if failed else ""
@@ -66,8 +78,8 @@ def summarize(plan, wall_s: float, *, parity_failed: int = 0, run_command: tuple
         from harness.results import store
 
         again += fix_words(store.read_configs(plan.run), command=tuple(run_command))
-    console.say(f"ddpbench: run {plan.run_id} finished {took} {text}; results in {plan.run}/ (its pages: "
-                f"{invoked.ddpbench_command()} report{results}){again}")  # fmt: skip  # as typed: pasted in this shell
+    console.say(f"ddpbench: run {plan.run_id} finished {took} {text}; results in {plan.run}/{pages_hint(folder)}"
+                f"{again}")  # fmt: skip  # as typed: pasted in this shell
     session = totals["session"]  # at most one line more: the fixed cost, the steps, where the wall time went
     console.fixed_cost_split(wall_s, session["phases_s"], run=plan.run, step_s=session["training_step_s"])
     said = contention.findings(contention.read(plan.run, plan.launches, plan.session))  # this session's

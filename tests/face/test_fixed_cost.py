@@ -97,3 +97,15 @@ def summarized(run) -> str:
     with redirect_stdout(io.StringIO()) as out:
         console.fixed_cost_split(summary["wall_s"], summary["phases_s"], run=run)
     return next(line for line in out.getvalue().splitlines() if "fixed cost" in line)
+
+
+def test_the_last_line_leaves_the_pages_to_the_makefile_that_builds_them(tmp_path, monkeypatch):
+    """`make bench` builds the pages next (it sets REPORT_NEXT_ENV): its output does not tell the user to."""
+    from harness.commands import summary
+    from harness.commands.console import invoked
+
+    monkeypatch.setattr(invoked, "ddpbench_command", lambda: ".venv/bin/ddpbench")
+    monkeypatch.delenv(summary.REPORT_NEXT_ENV, raising=False)
+    assert summary.pages_hint(tmp_path) == f" (its pages: .venv/bin/ddpbench report --results {tmp_path})"
+    monkeypatch.setenv(summary.REPORT_NEXT_ENV, "1")
+    assert summary.pages_hint(tmp_path) == ""
