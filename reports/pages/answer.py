@@ -48,9 +48,9 @@ def any_pooled(group: pd.DataFrame) -> bool:
 
 def against_reference(row: pd.Series, reference: pd.Series | None) -> str:
     """'0.81× (1.24× faster; 0.70–0.93)', '1.30× (1.10–1.50)', '0.99× (1.01× faster; 0.96–1.04), no 5% change shown',
-    'too few repeats to tell (estimate 0.81×, 1.24× faster, interval 0.56–1.17)' ('not judged (…)' at one rank,
-    which no verdict is about: ONE_RANK): this one's step over stock's (decide.versus, as the console's verdicts say
-    it), with the interval over repeats of that ratio."""
+    'too few repeats to tell (estimate 0.81×, 1.24× faster, interval 0.56–1.17)' ('not judged (…)' at one rank
+    whatever its repeats showed: no verdict is about it, ONE_RANK): this one's step over stock's (decide.versus, as
+    the console's verdicts say it), with the interval over repeats of that ratio."""
     if reference is None:
         return MISSING
     if row["strategy"] == reference["strategy"]:
@@ -62,9 +62,10 @@ def against_reference(row: pd.Series, reference: pd.Series | None) -> str:
         return f"the same buckets: one measurement ({apart:.2f}× apart: the launches' spread)"
     own = inverted(proof) if faster else evidence(reference, row)  # this row's step over the reference's
     interval = sweep.ratio_interval_text(own["low"], own["high"]) if own["low"] is not None else ""
-    if own["judged"] == TOO_FEW:  # the doubt first: the estimate is no finding yet
+    one_rank = int(row["world_size"]) == 1  # ONE_RANK: no verdict is about it, however its repeats came out
+    if one_rank or own["judged"] == TOO_FEW:  # the doubt first: the estimate is no finding
         said = [f"{own['times']:.2f}×", decide.faster_words(own["times"]), interval and f"interval {interval}"]
-        doubt = "not judged" if int(row["world_size"]) == 1 else "too few repeats to tell"  # ONE_RANK: no verdict
+        doubt = "not judged" if one_rank else "too few repeats to tell"
         return f"{doubt} (estimate {', '.join(words for words in said if words)})"
     return decide.versus(own["times"], interval=interval) + CELL_DOUBT[own["judged"]]
 

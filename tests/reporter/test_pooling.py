@@ -325,6 +325,13 @@ def test_at_one_rank_which_the_stopping_rule_never_judges_the_answer_looks_once_
     cells = [answer.against_reference(at[w][at[w]["impl"] == "zero"].iloc[0], winner.reference_row(at[w]))
              for w in (1, 2)]  # fmt: skip
     assert cells[0].startswith("not judged (estimate 0.92×") and cells[1].startswith("too few repeats to tell")
+    # however far apart its repeats put them: a walkthrough's flat read '0.80× (1.26× faster; 0.73–0.87)' there
+    apart = run(repeats("stock", [100.0, 100.2] * 3, world=1), repeats("flat", [80.0, 80.1] * 3, world=1))
+    frame = pooled.ranked(apart, workload="mlp")
+    flat = frame[frame["strategy"] == "flat"].iloc[0]
+    assert evidence.evidence(flat, winner.reference_row(frame))["judged"] == evidence.SIGNIFICANT  # a finding elsewhere
+    cell = answer.against_reference(flat, winner.reference_row(frame))
+    assert cell.startswith("not judged (estimate 0.80×, 1.25× faster, interval "), cell
 
 
 def test_the_answer_calls_significant_only_what_the_verdicts_call_beyond_the_threshold_too():
