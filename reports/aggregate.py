@@ -181,7 +181,7 @@ class RunData:
     timeline: pd.DataFrame = dataclasses.field(default_factory=pd.DataFrame)
     """Per configuration with timed collectives, every rank in rank 0's typical step (typical_step_timeline)."""
     decisions: pd.DataFrame = dataclasses.field(default_factory=pd.DataFrame)
-    """Under --repeats auto, each verdict and the look it was decided at (harness.analysis.verdicts.decide.history)."""
+    """Under --repeats auto, each verdict and the look it was decided at (harness.analysis.verdicts.history)."""
     traces: dict[str, list[str]] = dataclasses.field(default_factory=dict)
     """Per profiled configuration, its trace files (names inside its trace_dir)."""
     run_href: str = ""

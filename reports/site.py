@@ -26,7 +26,7 @@ import re
 from pathlib import Path
 from urllib.parse import quote
 
-from harness.analysis.verdicts import decide
+from harness.analysis.verdicts import history as answer_history
 from harness.results import model_tables, store
 from reports import aggregate, step_series
 from reports.pages import index as pages
@@ -107,7 +107,7 @@ def read_run(run: Path, *, pages: Path | None = None) -> aggregate.RunData:
         timeline=step_series.typical_step_timeline(store.read_timeline(run), steps),
         floor=model_tables.read_floor(run),
         predictions=model_tables.read_predictions(run),
-        decisions=decide.run_history(meta, configs, steps),
+        decisions=answer_history.run_history(meta, configs, steps),
         traces=trace_files(run, configs),
         run_href=href,
         run_path=str(run),

@@ -19,6 +19,7 @@ import pytest
 
 from harness import cli
 from harness.analysis.verdicts import decide
+from harness.analysis.verdicts import history as answer_history
 from harness.config import grid
 from harness.config.bench import BenchConfig
 from harness.config.grid import Configuration, expand
@@ -76,7 +77,9 @@ def rounds(run) -> list[tuple[int, set[str], set[str]]]:
     by_id = {c.config_id: grid.identity(c) for c in every}
     sizes = [*meta["look_sizes"], len(every)]
     found = []
-    for (size, following), seen in zip(itertools.pairwise(sizes), decide.live_looks(meta, configs), strict=False):
+    for (size, following), seen in zip(
+        itertools.pairwise(sizes), answer_history.live_looks(meta, configs), strict=False
+    ):
         verdicts = decide.verdicts(seen, steps, confidence=decide.look_confidence(MAX_REPEATS),
                                    max_repeats=MAX_REPEATS)  # fmt: skip
         had = collections.Counter(by_id[i] for i in seen["config_id"])
@@ -138,7 +141,7 @@ def test_a_decided_auto_run_has_nothing_to_resume(auto_run):
 def test_the_run_page_says_when_each_verdict_was_decided(auto_run):
     _, run, _, _ = auto_run
     meta, configs = store.read_run_meta(run), store.read_configs(run)
-    history = decide.run_history(meta, configs, store.read_steps(run))
+    history = answer_history.run_history(meta, configs, store.read_steps(run))
     subject = "w2 mlp/tiny naive vs stock bucket_cap_mb=25"
     naive = history.set_index("subject").loc[subject]
     assert naive["decided"] and 2 <= naive["decided_after"] < MAX_REPEATS  # it stopped once decided

@@ -1,7 +1,7 @@
 """How sure the run's answers are: the evidence that one strategy beats another (the ratio of the repeats'
 geometric means, its interval and the verdicts' judgement, stats.verdict) in the words the run page, its
 headline and the index use; and under `--repeats auto`, how the answer formed, look by look
-(harness.analysis.verdicts.decide.history). Pure: ranked rows (reports.pages.pooled.ranked) or decisions in, words out.
+(harness.analysis.verdicts.history). Pure: ranked rows (reports.pages.pooled.ranked) or decisions in, words out.
 """
 
 from __future__ import annotations

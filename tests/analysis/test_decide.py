@@ -11,6 +11,7 @@ from test_sweep import sweep_rows
 
 from harness.analysis import stats
 from harness.analysis.verdicts import decide, sweep
+from harness.analysis.verdicts import history as answer_history
 from harness.commands import console
 from harness.commands.console import invoked, rounds
 from harness.launch.repeats import Decided
@@ -412,16 +413,16 @@ def test_the_history_names_the_look_at_which_the_run_itself_decided():
     naive["impl_options"], naive["bucket_cap_mb"] = "{}", None
     both, both_steps = pd.concat([stock, naive]), pd.concat([stock_steps, naive_steps])
     subject = "w2 gpt2/tiny naive vs stock bucket_cap_mb=25"
-    replayed = decide.history(both, both_steps, max_repeats=20).set_index("subject")
+    replayed = answer_history.history(both, both_steps, max_repeats=20).set_index("subject")
     assert replayed.loc[subject, "decided_after"] == 2  # every configuration cut to its first 2 repeats
     # The run itself ran stock 8 times before naive's 8 repeats came in one round: its one look before that saw
     # no naive row, so it decided naive at 8 repeats, and the run's own looks say so.
     meta = {"configurations": [{"config_id": c} for c in both["config_id"]], "look_sizes": [len(stock)]}
-    live = decide.live_looks(meta, both)
+    live = answer_history.live_looks(meta, both)
     assert [len(seen) for seen in live] == [len(stock), len(both)]
-    lived = decide.history(both, both_steps, max_repeats=20, seen_by_look=live).set_index("subject")
+    lived = answer_history.history(both, both_steps, max_repeats=20, seen_by_look=live).set_index("subject")
     assert lived.loc[subject, "decided_after"] == 8
-    assert decide.live_looks({"configurations": meta["configurations"]}, both) is None  # an older run: replayed
+    assert answer_history.live_looks({"configurations": meta["configurations"]}, both) is None  # an older run: replayed
 
 
 def test_two_nodes_verdicts_name_the_world_size_once_and_an_older_rows_null_node_count_is_one():
