@@ -66,13 +66,14 @@ def _can_go_on(args: argparse.Namespace, config: BenchConfig, plan, found: tuple
     import math
     import time
 
+    from harness.analysis.verdicts import decide
     from harness.commands.console import rounds
     from harness.launch import repeats
 
     standing, next_round = found
     still = [v for v in standing.open if not v.given_up]
     if not repeats.within_max(standing, config.max_repeats):
-        need = max((v.repeats_needed for v in still if v.reachable), default=0)
+        need = max((v.repeats_needed for v in decide.sizing(still, config.max_repeats)), default=0)
         way = f": to decide {'it' if len(still) == 1 else 'them'}, {rounds.new_run_command(config.command, need)}"
         console.say(f"ddpbench: run {plan.run_id}: nothing to resume: its {counted(len(still), 'open verdict')} "
                     f"need{'s' * (len(still) == 1)} more repeats than its --max-repeats {config.max_repeats}, which "

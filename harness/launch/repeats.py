@@ -120,9 +120,10 @@ def _standing(config: BenchConfig, plan: BenchRun, confidence: float, *, pace: f
         setup = _setup(repeats[key][0])
         needs[key] = max((n for k, n in needs.items() if _setup(repeats[k][0]) == setup), default=0)
     every_need = _needs(found, by_id, given_up=True, reachable=True)  # what a --max-repeats can decide
+    advised = _advised(found, every_need, config.max_repeats)  # what a new run's --max-repeats runs them to
     standing = Decided(found, most, _estimate(pace, repeats, needs, config.max_repeats),
                        beyond_max=any(need > config.max_repeats for need in needs.values()),
-                       beyond_s=_estimate(pace, repeats, every_need, max(every_need.values(), default=0)))  # fmt: skip
+                       beyond_s=_estimate(pace, repeats, every_need, advised))  # fmt: skip
     next_round: list[tuple[int, int, Configuration]] = []
     for order, (key, members) in enumerate(repeats.items()):
         if key not in wanted:
@@ -187,6 +188,14 @@ def _pace(plan: BenchRun, began: float, done: int) -> float | None:
     """Seconds per configuration so far this session (`done` were written before it), launches and all."""
     written = len(store.written_config_ids(plan.run)) - done
     return (time.monotonic() - began) / written if written > 0 else None
+
+
+def _advised(found: list[decide.Verdict], every_need: dict[str, int], max_repeats: int) -> int:
+    """The --max-repeats a new run is advised (decide.sizing: a measuring-only rival's need sets none), else the
+    most any open verdict needs: what `beyond_s` runs each configuration up to."""
+    return max((v.repeats_needed for v in decide.sizing(found, max_repeats)), default=0) or max(
+        every_need.values(), default=0
+    )
 
 
 def _estimate(pace: float | None, repeats: dict, needs: dict[str, int], max_repeats: int) -> float | None:

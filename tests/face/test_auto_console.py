@@ -99,3 +99,24 @@ def test_the_new_run_drops_the_flags_it_replaces_however_abbreviated():
     command = ("ddpbench", "bench", "--max-rep", "4", "--budg=1m", "--run-i", "a", "--impls", "stock", "--steps", "3")
     said = rounds.new_run_command(command, 9)
     assert said.endswith(" bench --impls stock --steps 3 --max-repeats 9"), said
+
+
+def test_a_measuring_only_strategys_need_sets_no_new_runs_max_repeats(capsys):
+    """A walkthrough advised '--max-repeats 318 (… about 10.3 h …)': bucketed's need, a strategy the pages call
+    not one to deploy, where zero's (the deployable rival's) was 242. The advice is sized by zero; bucketed's
+    need is said apart, and flat's 78, within 242, is decided by the same run."""
+    found = [open_verdict("w2 gpt2/small bucketed vs stock", repeats=2, needed=318, instrument=True),
+             open_verdict("w2 gpt2/small flat vs stock", repeats=2, needed=78, instrument=True),
+             open_verdict("w2 gpt2/small zero vs stock", repeats=2, needed=242)]  # fmt: skip
+    assert decide.sizing(found, 20) == found[2:]
+    rounds.to_decide(Decided(found, 2, None, beyond_s=3600.0), run_id="r1", results="res", max_repeats=20)
+    said = capsys.readouterr().out
+    assert "to decide the 2 that need more: the same command with --max-repeats 242 (the most an open verdict " \
+           "of a strategy to deploy needs" in said, said  # fmt: skip
+    assert "; w2 gpt2/small bucketed vs stock needs 318: measuring only, not a strategy to deploy" in said, said
+    # where only measuring-only verdicts are open, they size it: there is nothing else to decide, and it says so
+    assert decide.sizing(found[:2], 20) == found[:2]
+    rounds.to_decide(Decided(found[:2], 2, None, beyond_s=3600.0), run_id="r1", results="res", max_repeats=20)
+    said = capsys.readouterr().out
+    assert "--max-repeats 318 (the most an open verdict needs" in said and "of a strategy to deploy needs" not in said
+    assert "; only verdicts of strategies that measure, none to deploy, are open" in said, said

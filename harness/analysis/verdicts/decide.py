@@ -122,6 +122,7 @@ class Verdict:
     given_up: bool = False  # open and out of reach within --max-repeats (`out_of_reach`): runs no more
     so_far: str = ""  # open: the estimate and its interval at the look confidence, what the evidence bounds already
     brief: str = ""  # the word once its why has been said (sweep.answer's why=False): the console says the why once
+    instrument: bool = False  # its rival measures only (roles.described): not a strategy to deploy
 
     @property
     def reachable(self) -> bool:
@@ -162,6 +163,13 @@ def strategy_verdicts(configs: pd.DataFrame, *, confidence: float, max_repeats: 
     ok = configs[configs["status"] == "ok"] if not configs.empty else configs
     ok = ok.assign(**{key: None for key in SETUP_KEYS if key not in ok})  # rows of an older schema
     return [] if ok.empty else _strategy_verdicts(ok, confidence, max_repeats)
+
+
+def sizing(found: list[Verdict], max_repeats: int) -> list[Verdict]:
+    """The open verdicts that size a new run's --max-repeats: those some count past `max_repeats` decides, of a
+    strategy to deploy where any is (a walkthrough advised 318, bucketed's need, where zero's took 242)."""
+    beyond = [v for v in found if not v.decided and v.reachable and v.repeats_needed > max_repeats]
+    return [v for v in beyond if not v.instrument] or beyond
 
 
 def open_config_ids(found: list[Verdict]) -> set[str]:
@@ -285,7 +293,8 @@ def _strategy_verdicts(ok: pd.DataFrame, confidence: float, max_repeats: int | N
                                                     confidence=confidence, paired=False)  # fmt: skip
             so_far = "" if decided else _ratio_so_far(judged, confidence, base.label)
             found.append(Verdict(STRATEGY, subject, word, decided, int(judged["repeats"]), judged["repeats_needed"],
-                                 base.ids | other.ids, given_up=given_up, so_far=so_far))  # fmt: skip
+                                 base.ids | other.ids, given_up=given_up, so_far=so_far,
+                                 instrument=bool(roles.described(other.impl)[1])))  # fmt: skip
     return found
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Protocol
 
 from harness.analysis import stats
+from harness.analysis.verdicts import decide
 from harness.commands import console
 from harness.commands.console import duration_text
 from harness.commands.console.invoked import resume_hint
@@ -207,15 +208,32 @@ def to_decide(standing, *, run_id: str, results: Path | str, max_repeats: int, c
             ("--budget", console.time_flag(60 * math.ceil(standing.estimate_s / 60))) if standing.estimate_s else ()
         )
         console.say(f"ddpbench: to decide {which}: {resume_hint(run_id, results, more=budget)}{said}")
-    need = max((v.repeats_needed for v in beyond if v.reachable), default=0)
+    sizing = decide.sizing(still, max_repeats)
+    need = max((v.repeats_needed for v in sizing), default=0)
     if need > max_repeats:
         took = f", about {duration_text(standing.beyond_s)} at this session's pace" if standing.beyond_s else ""
-        counted = sum(1 for v in beyond if v.reachable)
+        counted = sum(1 for v in beyond if v.reachable and v.repeats_needed <= need)
         head = "to decide the rest" if counted == len(still) else f"to decide the {counted} that need more"
-        console.say(f"ddpbench: {head}: {new_run_command(command, need)} (the most an open verdict "
-            f"needs at the spread and ratio seen{took}{rough}; the verdicts decided here stop early again); --resume "
+        measuring = all(v.instrument for v in sizing)  # no strategy to deploy left open: theirs size it, said so
+        whose = " of a strategy to deploy" if not measuring and any(v.instrument for v in beyond if v.reachable) else ""
+        only = "; only verdicts of strategies that measure, none to deploy, are open" if measuring else ""
+        console.say(f"ddpbench: {head}: {new_run_command(command, need)} (the most an open verdict{whose} "
+            f"needs at the spread and ratio seen{took}{rough}{only}{_measuring_only(beyond, need)}; the verdicts "
+            "decided here stop early again); --resume "
             f"keeps this run's --max-repeats {max_repeats}, on which its verdicts' error rate rests")  # fmt: skip
     say_unreachable([v for v in still if not v.given_up])  # a given-up one's line said so: 'need more than …'
+
+
+def _measuring_only(beyond: list, need: int) -> str:
+    """'; naive vs stock, bucketed vs stock need up to 318: their rivals measure, not strategies to deploy, so
+    they size no run': the open verdicts that need more than the `need` advised, which the advice leaves out."""
+    left = [v for v in beyond if v.reachable and v.repeats_needed > need]
+    if not left:
+        return ""
+    most = max(v.repeats_needed for v in left)
+    needs = f"needs {most}" if len(left) == 1 else f"need up to {most}"
+    return (f"; {', '.join(v.subject for v in left)} {needs}: measuring only, not "
+            f"{'a strategy' if len(left) == 1 else 'strategies'} to deploy, so left out of it")  # fmt: skip
 
 
 DROPPED = {"--max-repeats": 1, "--budget": 1, "--run-id": 1, "--resume": 1, "--retry-failed": 0}
