@@ -189,8 +189,15 @@ def _dry_run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
     threads = run_threads(config, configurations, device=device)
     plan = BenchRun("(dry run)", config.results, device, threads, configurations, context={})
     say_dtypes_ignored(configurations)
+
+    def narrowed(names: list[str]):  # the same plan with only these strategies, as bench would plan it
+        from harness.config import grid
+
+        narrower = dataclasses.replace(config, impls=tuple(names))
+        return grid.expand(narrower, device=device, bf16_supported=device == "cuda" and _native_bf16())
+
     say_plan(plan, requested_dtype=config.dtype, grows=config.repeats == AUTO, dry=True,
-             auto=Auto(config.max_repeats, config.budget_s))  # fmt: skip
+             auto=Auto(config.max_repeats, config.budget_s), expand=narrowed)  # fmt: skip
     return 0
 
 

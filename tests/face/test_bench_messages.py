@@ -134,8 +134,9 @@ def test_a_busy_machine_is_warned_of_before_a_cpu_run(capsys, monkeypatch):
     assert err.count("\n") == 1
 
 
-def test_a_dry_run_lists_every_configuration_and_writes_nothing(capsys, tmp_path):
+def test_a_dry_run_lists_every_configuration_and_writes_nothing(capsys, tmp_path, monkeypatch):
     results = tmp_path / "r"
+    monkeypatch.chdir(tmp_path)  # where the default results/ holds no run either
     flags = ["--impls", "stock", "--bucket-cap-mb", "1,25", "--workloads", "mlp", "--size", "tiny", "--gpus", "2"]
     assert cli.main(["bench", "--dry-run", *flags, "--results", str(results)]) == 0
     out = capsys.readouterr().out
@@ -151,8 +152,8 @@ def test_a_dry_run_lists_every_configuration_and_writes_nothing(capsys, tmp_path
     assert forecast.startswith("ddpbench: at least ") and " of steps (all 12 configurations, by their FLOPs" in forecast
     assert "in all" not in forecast and " of steps alone (2 repeats each) to " in out  # --repeats auto's range too
     assert forecast.endswith(f"; the fixed cost on top, not known yet (no earlier run of 2 simulated GPUs "
-                             f"here in {str(results)!r} measured it: launches, imports, model info, building, "
-                             "parity)")  # fmt: skip
+                             f"here in {str(results)!r} nor in 'results' measured it: launches, imports, model "
+                             "info, building, parity)")  # fmt: skip
     # what can only be skipped here is said so, with the rank's reason, before anything is booked
     both = ["--impls", "stock,dataparallel,rpc_hybrid", "--workloads", "mlp", "--size", "tiny", "--gpus", "2"]
     assert cli.main(["bench", "--dry-run", *both, "--results", str(results)]) == 0

@@ -9,9 +9,12 @@ where none did), and the fixed cost earlier runs with as many GPUs paid (harness
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 from harness.commands.console import fixed_cost_parts, say, warning
+from harness.commands.console.forecast_notes import fixed_cost_here, minutes_text, say_load, say_narrower
 from harness.commands.console.progress import Status
+from harness.config.bench import RESULTS
 from harness.config.ranks import available_cpus
 from harness.results.values import counted
 
@@ -24,15 +27,17 @@ class Auto:
     budget_s: float | None = None
 
 
-def say_forecast(configurations, results, *, threads: int = 1, auto: Auto | None = None, dry: bool = True) -> None:
+def say_forecast(
+    configurations, results, *, threads: int = 1, auto: Auto | None = None, dry: bool = True, expand=None
+) -> None:
     """How long the planned run will take here: the steps as the runs already in `results` measured them, for the
     configurations none measured at least as long as their FLOPs take at this device's best (said as a floor), plus
     the fixed cost a launch and a configuration as the earlier runs here with as many GPUs measured it, or said not
     counted where none did; with `auto`, the range its rounds may take. At a run's start (not `dry`), only a warning
     where that forecast of its first two repeats ends past `auto`'s --budget (a walkthrough's --budget 8m took
-    17.5 min, unsaid)."""
+    17.5 min, unsaid). `expand(impls)`: the plan with other strategies, for narrower ones that fit --budget."""
     from harness.analysis.forecast import forecast, medians_here
-    from harness.handoff.fixed_cost import fixed_cost, largest_world
+    from harness.handoff.fixed_cost import largest_world
 
     if not configurations:
         return
@@ -43,7 +48,7 @@ def say_forecast(configurations, results, *, threads: int = 1, auto: Auto | None
     found = forecast(configurations, results, medians=medians)
     if not found.total:  # every configuration skipped here: nothing to time
         return
-    fixed = fixed_cost(configurations, results)
+    fixed, fixed_in = fixed_cost_here(configurations, results)  # the default results/ where `results` has none
     if auto is not None and not dry:  # a run's start: only where its first two repeats end past --budget
         # by what earlier runs here measured alone: the FLOPs floor's counts and matmul would delay every run's
         # start by seconds (tens of seconds for a zoo model counted the first time), to warn of a floor
@@ -71,19 +76,25 @@ def say_forecast(configurations, results, *, threads: int = 1, auto: Auto | None
     known_s = found.steps_s + (fixed.total_s if fixed else 0.0)
     low, high = (known_s + floor.low_s, known_s + floor.high_s) if floor else (known_s, known_s)
     about = "about" if not unknown and fixed else "at least"
-    parts = [*_steps_text(found, floor, results), _fixed_text(fixed, gpus, results)]
+    parts = [*_steps_text(found, floor, results), _fixed_text(fixed, gpus, results, fixed_in)]
     summed = [part for part in parts if not _left_out(part)]  # each led by its figure
     left_out = "".join(f"; {part}" for part in parts if _left_out(part))
     # without the fixed cost (on a small model nearly all of a run) the steps are no total: said as the floor they are
     alone = " of steps alone" if fixed is None else ""
     total_text = f"{about} {_span(low, high)}{alone or ' here in all'} = " if len(summed) > 1 or not alone else ""
     say(f"ddpbench: {total_text}{' + '.join(summed)}{left_out}")
+    if floor:
+        say_load(configurations)
     if auto is not None:
 
         def timed(planned, rounds: int) -> float:  # where earlier steps like theirs were, by the least they ran
             return _total(planned, results, medians, fixed, threads, (pace, paced), rounds)
 
         _say_rounds(configurations, results, auto, about=about, alone=alone, fewest_s=low, timed=timed)
+        if expand is not None and auto.budget_s is not None and low > auto.budget_s:
+            say_narrower(configurations, expand=expand, budget_s=auto.budget_s, about=about,
+                         timed=lambda planned: _total(planned, results, medians_here(planned, results), fixed,
+                                                      threads, (pace, paced), 1))  # fmt: skip
 
 
 def _say_rounds(configurations, results, auto: Auto, *, about: str, alone: str = "", fewest_s: float, timed) -> None:
@@ -194,17 +205,20 @@ def _left_out(part: str) -> bool:
     return " not counted " in part or " not known yet " in part
 
 
-def _fixed_text(fixed, gpus: str, results) -> str:
+def _fixed_text(fixed, gpus: str, results, fixed_in=None) -> str:
     """'about 40 s of fixed cost (4 launches at 3.1 s, …) as 2 earlier runs of 2 simulated GPUs here measured it (A,
     B: 36 s to 44 s)', or that none did."""
     if fixed is None:
-        return (f"the fixed cost on top, not known yet (no earlier run of {gpus} here in {str(results)!r} measured it: "
-                "launches, imports, model info, building, parity)")  # fmt: skip
+        nor = "" if Path(results).resolve() == RESULTS.resolve() else f" nor in {str(RESULTS)!r}"
+        return (f"the fixed cost on top, not known yet (no earlier run of {gpus} here in {str(results)!r}{nor} "
+                "measured it: launches, imports, model info, building, parity)")  # fmt: skip
     runs, typical = len(fixed.measured), fixed.typical  # the median run: its parts add up
     split = fixed_cost_parts(typical, fixed.shape) + (f": the median's, {typical.run}" if runs > 1 else "")
     low, high = fixed.spread_s
     spread = f": {minutes_text(low)} to {minutes_text(high)}" if runs > 1 else ""
-    names = ", ".join(m.run for m in fixed.measured)
+    names = ", ".join(m.run for m in fixed.measured) + (
+        f" in {str(fixed_in)!r}" if str(fixed_in) != str(results) else ""
+    )
     which = f"the newest {runs} of {fixed.counted}" if fixed.counted > runs else str(runs)
     other = (
         ""
@@ -371,15 +385,3 @@ def _best_pace(cfg, *, threads: int) -> tuple[float | None, str]:
 
 def _all(count: int) -> str:
     return "the configuration" if count == 1 else f"all {count} configurations"
-
-
-def minutes_text(seconds: float) -> str:
-    """'42 s', '2 min 30 s' (to 10 s), '1.5 h': a forecast finer than the progress line's whole minutes."""
-    if seconds < 0.95:
-        return f"{seconds:.1g} s"
-    if seconds < 90:
-        return f"{seconds:.0f} s"
-    if seconds < 5400:
-        minutes, rest = divmod(round(seconds / 10) * 10, 60)
-        return f"{minutes:.0f} min {rest:.0f} s" if rest else f"{minutes:.0f} min"
-    return f"{seconds / 3600:.1f} h"

@@ -10,9 +10,12 @@ from harness.config.ranks import available_cpus
 from harness.results.values import counted
 
 
-def say_plan(plan, *, requested_dtype: str, grows: bool = False, dry: bool = False, auto: Auto | None = None) -> None:
+def say_plan(
+    plan, *, requested_dtype: str, grows: bool = False, dry: bool = False, auto: Auto | None = None, expand=None
+) -> None:
     """The device, the precision, and the run's first configurations (`grows`: --repeats auto may add rounds, up to
-    `auto`'s bounds; `dry`: --dry-run's plan, every configuration listed and nothing made, and its time forecast)."""
+    `auto`'s bounds; `dry`: --dry-run's plan, every configuration listed and nothing made, and its time forecast;
+    `expand(impls)`: the plan with other strategies, which a forecast past --budget narrows to)."""
     busy = ("the ranks share its cores with whatever else runs, so their steps read slower and noisier than on a quiet "
             "machine; run when it is quiet")  # fmt: skip
     if not plan.configurations:  # a resume that goes on deciding: its line said which verdicts, at which world sizes
@@ -48,7 +51,8 @@ def say_plan(plan, *, requested_dtype: str, grows: bool = False, dry: bool = Fal
     more = ", to start (--repeats auto adds the repeats its open verdicts need)" if deciding else ""
     if dry:
         _list_planned(plan.configurations, more)
-        say_forecast(plan.configurations, plan.run, threads=plan.threads_per_rank, auto=auto if grows else None)
+        say_forecast(plan.configurations, plan.run, threads=plan.threads_per_rank, auto=auto if grows else None,
+                     expand=expand)  # fmt: skip
         return
     say(f"ddpbench: run {plan.run_id}: {count} configuration{'s' if count != 1 else ''}{more} -> {plan.run}/")
     if deciding and auto is not None and auto.budget_s is not None:  # first two repeats past it: said at the start
