@@ -43,3 +43,15 @@ def test_bench_gives_its_repeats_a_budget_that_budget_changes_or_removes():
     assert "--budget 20m" in dry_run("bench", "BUDGET=20m")
     assert "--budget" not in dry_run("bench", "BUDGET=")
     assert "--repeats 8" in dry_run("sweep", "GPUS=2", "REPEATS=8")
+
+
+def test_a_dry_run_builds_no_report_and_optimizer_is_a_variable():
+    """`make bench ARGS=--dry-run` printed the forecast, then its report step failed on the results folder a dry
+    run never writes ('--results … does not exist', make: *** Error 2); the sgd warning's --optimizer adamw had no
+    variable; bench's last line told the user to build the pages make builds next."""
+    out = dry_run("bench", "ARGS=--dry-run", "OPTIMIZER=adamw")
+    assert '[ -z "--dry-run" ]; then' in out  # the report only where ARGS has no --dry-run
+    assert '[ -z "" ]; then' in dry_run("bench")
+    assert '[ -z "--dry-run" ]; then' in dry_run("sweep", "GPUS=2", "ARGS=--dry-run")
+    command = next(line for line in out.splitlines() if "ddpbench bench" in line)
+    assert "--optimizer adamw" in command and "DDPBENCH_REPORT_NEXT=1 " in command
