@@ -177,7 +177,8 @@ def add_predict_parser(commands) -> None:
     predict.add_argument("--results-dir", type=Path, help=argparse.SUPPRESS)  # deprecated: --results DIR
     predict.add_argument("--workload", help="workload to profile (default: gpt2, or the run's)")
     predict.add_argument("--size", help=f"{'|'.join(SIZE_CHOICES)} (default: auto: small on the CPU, full on GPUs; "
-                         "or the run's)")  # fmt: skip
+                         "or the run's); with --workload and --cluster on the CPU, full profiles the small size and "
+                         "counts the full size's gradients on the meta device (each step's floor)")  # fmt: skip
     predict.add_argument(
         "--optimizer",
         choices=OPTIMIZER_CHOICES,
@@ -193,8 +194,9 @@ def add_predict_parser(commands) -> None:
                          "it): dgx-h100=2,dgx-h200=4")  # fmt: skip
     predict.add_argument("--train-wopt", action="append", type=argument_type(flags.key_values("--train-wopt")),
                          metavar="KEY=VALUE",
-                         help="with --run and --cluster: the model you will train is the run's workload at its full "
-                         "size (a file of yours: as written) with the run's --wopt options and this one instead "
+                         help="with --cluster and --run (or --workload): the model you will train is the run's "
+                         "workload (--workload's) at its full size (a file of yours: as written) with the run's --wopt "
+                         "options (--workload: its defaults) and this one instead "
                          "(repeat it for several: --train-wopt d_model=4096 --train-wopt n_heads=32): its memory, and "
                          "each step's floor, are counted on the meta device from it: a model of your own benched "
                          "smaller with --wopt, or a zoo model benched at a shorter sequence (--train-wopt "

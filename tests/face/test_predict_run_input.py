@@ -560,13 +560,26 @@ def test_predict_says_on_a_terminal_what_its_silence_before_the_model_to_train_i
     )
 
 
-def test_train_wopt_without_a_run_is_refused_before_the_workload_is_imported(capsys, monkeypatch):
-    """'--train-wopt needs --run RUN' came 17 to 33 s in, after the workload given was imported and built."""
+def test_train_wopt_without_a_run_or_a_workload_is_refused_before_the_workload_is_imported(capsys, monkeypatch):
+    """'--train-wopt needs --run RUN' came 17 to 33 s in, after the workload given was imported and built; with
+    --workload it is the model --workload profiles (below), without either there is no model to change."""
     import workloads
 
     monkeypatch.setattr(workloads, "resolve", lambda *a, **k: pytest.fail("the workload was imported first"))
-    assert cli.main(["predict", "--workload", "hf:llama", *CLUSTER, "--train-wopt", "hidden_size=64"]) == 2
-    assert "--train-wopt needs --run RUN" in _one_line_error(capsys)
+    assert cli.main(["predict", *CLUSTER, "--train-wopt", "hidden_size=64"]) == 2
+    assert "--train-wopt does not apply to a collectives table" in _one_line_error(capsys)
+
+
+def test_train_wopt_with_a_workload_is_checked_before_anything_is_profiled(tmp_path, capsys, monkeypatch):
+    """predict --workload refused --train-wopt, so a BERT-large could be asked of no --workload: now the options are
+    the model to train, each checked as with --run before the profile (minutes on a busy CPU) is measured."""
+    from harness.commands.predict import gradient_profile
+
+    monkeypatch.setattr(gradient_profile, "_measure_profile", lambda *a, **k: pytest.fail("profiled first"))
+    flags = ["--workload", "mlp", "--size", "tiny", "--results", str(tmp_path), *CLUSTER, "--local-step-ms", "10"]
+    assert cli.main(["predict", *flags, "--train-wopt", "colour=red"]) == 2
+    assert "--train-wopt colour=red is not valid for mlp" in _one_line_error(capsys)
+    assert _files(tmp_path) == []
 
 
 def test_a_workload_too_large_to_profile_here_is_refused_with_the_bench_that_fits(tmp_path, capsys, monkeypatch):

@@ -566,6 +566,37 @@ def test_the_size_auto_chose_is_said_when_it_is_not_the_whole_model(capsys):
     assert capsys.readouterr().out == ""
 
 
+def test_predict_cluster_on_the_cpu_profiles_the_small_size_for_size_full(capsys):
+    """`predict --workload hf:bert --size full --cluster …` profiled the full size on the CPU for over 400 s, unsaid how
+    long: with --cluster (whose floors count the full size on the meta device) the small size is profiled instead,
+    said with what the full size would cost; a GPU, a size asked smaller, or predict without a cluster as asked."""
+    import argparse
+
+    from harness.commands.predict import command as predict_command
+    from harness.commands.predict import inputs as predict_input
+
+    bert, cpu = workloads.resolve("hf:bert"), torch.device("cpu")
+    assert predict_input.profiled_size(bert, "full", "cpu", counts_full=True) == "small"
+    assert predict_input.profiled_size(bert, "full", "cpu", counts_full=False) == "full"  # --busbw: as asked
+    assert predict_input.profiled_size(bert, "full", "cuda", counts_full=True) == "full"
+    assert predict_input.profiled_size(bert, "tiny", "cpu", counts_full=True) == "tiny"
+    assert predict_input.profiled_size(bert, "auto", "cpu", counts_full=True) == "small"
+    mine = workloads.resolve(str(Path(__file__).resolve().parents[2] / "examples" / "my_workload.py") + ":MyModel")
+    assert predict_input.profiled_size(mine, "full", "cpu", counts_full=True) == "full"  # --size scales nothing
+    asked = argparse.Namespace(workload="mlp", size="full", batch_size=None, optimizer=None, cluster="dgx-a100",
+                               nodes=None)  # fmt: skip
+    setup = predict_command._fresh_setup(asked, cpu, counts_full=True)
+    assert setup["size"] == "small"
+    predict_input.say_profiled_size(asked, setup, cpu, trained=None)
+    said = capsys.readouterr().out
+    assert "profiling mlp's small size (--size full on cpu: the full size takes " in said
+    assert "× its FLOPs a sample" in said and "the full size is counted on the meta device" in said
+    predict_input.say_profiled_size(asked, setup, cpu, trained={"classes": 100})
+    assert "the model you will train (the full size with --train-wopt's options) is counted" in capsys.readouterr().out
+    predict_input.say_profiled_size(asked, {**setup, "size": "full"}, cpu, trained=None)  # the whole model: unsaid
+    assert capsys.readouterr().out == ""
+
+
 @pytest.mark.parametrize(
     ("flags", "named"),
     [

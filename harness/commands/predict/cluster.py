@@ -79,7 +79,8 @@ def _unused_flags(args: argparse.Namespace) -> list[tuple[str, str]]:
                "--local-step-ms": "it scales a DDP step's compute, which --run RUN or --workload NAME predicts",
                "--local-optimizer-ms": "it splits a DDP step's compute, which --run RUN or --workload NAME predicts",
                "--local-ddp-ms": "it adds to a DDP step, which --run RUN or --workload NAME predicts",
-               "--train-wopt": "it changes a run's model, which --run RUN predicts", "--gpus": ranks}  # fmt: skip
+               "--train-wopt": "it changes the model --run RUN or --workload NAME predicts",
+               "--gpus": ranks}  # fmt: skip
         given = {"--caps": args.caps, "--local-step-ms": args.local_step_ms, "--gpus": args.gpus,
                  "--local-optimizer-ms": args.local_optimizer_ms, "--train-wopt": args.train_wopt,
                  "--local-ddp-ms": args.local_ddp_ms}  # fmt: skip

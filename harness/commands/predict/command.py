@@ -53,8 +53,6 @@ def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
     each_cluster.split(args)  # each cluster's --batch-size/--local-step-ms: the first's read until the clusters are
     cluster.check_flags(args)
     full_size.check_train_wopt(args.train_wopt)
-    if args.train_wopt and not args.run:  # before torch's and the workload's imports (17 to 33 s)
-        raise ConfigError("--train-wopt needs --run RUN: it changes the workload options of that run's model")
     inputs.check_page(args)
     typed = args.cluster
     args.clusters = bookings.cluster_names(args)  # each refused here, where it is not one
@@ -132,9 +130,10 @@ def _on_cluster(args: argparse.Namespace, caps, run_dir: Path | None, *, device)
     # everything refusable about the run or the workload is refused before a word about the cluster
     if run_dir is not None:  # its rows read: a run of 90 configurations, 0.5-1.8 s on a busy 2-core CPU
         Status("predict").show(f"reading run {run_dir.name}", checked=False)  # --train-wopt is checked after
-    matched = _run_setups(run_dir, args, device=device) if run_dir is not None else [_fresh_setup(args, device)]
+    fresh = [_fresh_setup(args, device, counts_full=True)] if run_dir is None else None
+    matched = fresh or _run_setups(run_dir, args, device=device)
     setup = matched[0]
-    train = full_size.train_options(args.train_wopt, store.read_configs(run_dir), setup) if run_dir else None
+    train = full_size.train_options(args.train_wopt, store.read_configs(run_dir) if run_dir else None, setup)
     args.train_options = train  # the model you will train: its memory and floors, as the page counts them too
     configs = None
     if run_dir is not None:
@@ -143,7 +142,7 @@ def _on_cluster(args: argparse.Namespace, caps, run_dir: Path | None, *, device)
         configs = store.read_configs(run_dir)
         profiled_on = store.read_run_meta(run_dir).get("device", device.type)
     else:
-        inputs.say_auto_size(args, setup, device)
+        inputs.say_profiled_size(args, setup, device, trained=train)
         console.say(f"ddpbench predict: profiling {setup['workload']}/{setup['size']} (batch {setup['batch_size']}) "
                     f"here on {device.type}…")  # fmt: skip
         profile = profile_from_rows(
@@ -346,7 +345,9 @@ def _run_setups(run_dir: Path, args: argparse.Namespace, *, device) -> list[dict
     return matched
 
 
-def _fresh_setup(args: argparse.Namespace, device) -> dict:
+def _fresh_setup(args: argparse.Namespace, device, *, counts_full: bool = False) -> dict:
+    """The setup profiled now. `counts_full` (--cluster, whose floors count the full size on the meta device): on
+    the CPU, --size full profiles the small size (inputs.profiled_size)."""
     import workloads
 
     if args.workload and "," in args.workload:
@@ -355,7 +356,7 @@ def _fresh_setup(args: argparse.Namespace, device) -> dict:
     size = args.size or "auto"
     if size not in SIZE_CHOICES:
         raise ConfigError(f"--size {size!r} is not valid; choose one of {', '.join(SIZE_CHOICES)}")
-    size = size if size != "auto" else ("full" if device.type == "cuda" else "small")
+    size = inputs.profiled_size(source, size, device.type, counts_full=counts_full)
     batch = args.batch_size or source.create(size=size, options={}).default_batch_size()
     optimizer = args.optimizer or "sgd"
     asked = f"{args.cluster or 'dgx-h100'}" + (f" --nodes {args.nodes}" if args.nodes else "")  # the predict said

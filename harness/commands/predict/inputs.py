@@ -253,6 +253,47 @@ def say_auto_size(args: argparse.Namespace, setup: dict, device) -> None:
                     f"{device.type}; --size full profiles the whole model (slower here)")  # fmt: skip
 
 
+def profiled_size(source, size: str, device: str, *, counts_full: bool) -> str:
+    """The size to profile for --size `size`: auto's, small on the CPU and full on GPUs; with `counts_full` (--cluster,
+    whose floors count the full size's gradients on the meta device), small on the CPU for --size full too, where
+    --size scales the workload: a CPU profiled hf:bert/full at batch 32 for over 400 s, unsaid how long."""
+    if size == "auto":
+        return "full" if device == "cuda" else "small"
+    if counts_full and size == "full" and device == "cpu" and source.kind not in ("file", "module"):
+        return "small"
+    return size
+
+
+def say_profiled_size(args: argparse.Namespace, setup: dict, device, *, trained: dict | None) -> None:
+    """With --cluster and --workload: the size profiled where it is not the model counted on the meta device (the
+    full size, or --train-wopt's model), said before the profile. Unsaid for a model of your own file or module,
+    which --size does not scale."""
+    from workloads import resolve
+
+    if resolve(setup["workload"]).kind in ("file", "module") or (setup["size"] == "full" and trained is None):
+        return
+    whose = "the model you will train" if trained else "the full size"
+    asked = args.size or "auto"
+    why = ""
+    if device.type == "cpu" and asked in ("auto", "full"):  # what profiling the whole model here would cost
+        times = _flops_ratio(setup, trained)
+        why = (f" (--size {asked} on cpu: {whose} takes {times} its FLOPs a sample; on a GPU --size full profiles "
+               "the full size)")  # fmt: skip
+    detail = " (the full size with --train-wopt's options)" if trained else ""
+    console.say(f"ddpbench predict: profiling {setup['workload']}'s {setup['size']} size{why}; {whose}{detail} is "
+                "counted on the meta device: its gradients floor each step")  # fmt: skip
+
+
+def _flops_ratio(setup: dict, trained: dict | None) -> str:
+    """'83×': the full size's (or --train-wopt's model's) training FLOPs a sample over the profiled size's, both
+    counted on the meta device (cached: measure.meta_counts); 'more of' where either cannot be counted."""
+    from harness.measure import meta_counts
+
+    full = (meta_counts.flops(setup["workload"], "full", trained or {}) or {}).get("flops_per_sample")
+    profiled = (meta_counts.flops(setup["workload"], setup["size"], {}) or {}).get("flops_per_sample")
+    return f"{full / profiled:,.0f}×" if full and profiled else "more of"
+
+
 def check_page(args: argparse.Namespace) -> None:
     """`--page FILE`: a run's what-if page (a run and a cluster), an .html file writable in a folder that exists."""
     if not args.page:
