@@ -24,6 +24,8 @@ body{color:#222}table{border-collapse:collapse;font-size:.85rem;margin:1rem 0}
 th,td{border:1px solid #ddd;padding:.25rem .5rem;text-align:left}th{background:#f4f4f4}
 .failed{background:#fde2e2}.skipped{background:#f0f0f0;color:#666}.scroll{overflow-x:auto}
 .banner{background:#fff6d6;border:1px solid #e9d48a;padding:.5rem 1rem;border-radius:4px}
+details.banner summary{white-space:nowrap;overflow:hidden;text-overflow:ellipsis;cursor:pointer}
+details.banner[open] summary{white-space:normal}
 .alarm{background:#fde2e2;border:2px solid #d62728;padding:.5rem 1rem;border-radius:4px;font-weight:600}
 .caption{color:#444;font-size:.9rem;margin:.2rem 0 1.5rem}.figure{margin-bottom:1rem}
 nav a{margin-right:1rem}h2{border-bottom:1px solid #ddd;padding-bottom:.2rem;margin-top:2.5rem}

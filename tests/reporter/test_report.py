@@ -113,6 +113,14 @@ def test_failed_rows_show_their_error_and_skipped_rows_their_reason(golden):
     assert "Failed configurations" in page and "rank 1: RuntimeError: &lt;gloo&gt; connection reset" in page
     assert "Skipped configurations" in page and "needs CUDA GPUs" in page
     assert "2 ok, 1 failed, 1 skipped" in page
+    # the answer first: the failed listed above it, the skipped (a device's, a plug-in's) below
+    assert page.index("Failed configurations") < page.index("<h2 id=answer>") < page.index("Skipped configurations")
+
+
+def test_warning_banners_are_one_line_high_with_their_details_folded(golden):
+    tops = [page.read_text().split("<h2 id=answer>")[0] for page in golden.run_pages.values()]
+    assert any('<details class="banner warning"><summary><b>' in top for top in tops)  # four pushed the answer down
+    assert not any('<p class="banner warning">' in top for top in tops)
 
 
 def test_a_bucket_sweep_of_one_repeat_names_no_best_cap_and_says_it_cannot_tell(golden):

@@ -118,12 +118,12 @@ def header(run: RunData) -> str:
         parts.append(f'<p class="alarm">PARITY FAILED: {names} did not train like one process on the whole batch.</p>')
     parts.append(f"<p>Started {esc(meta.get('started_at'))} on {esc(machine_summary(meta, configs))}"
                  f"{sessions_words(*sessions_of(meta, run.run_path))}.</p>")  # fmt: skip
-    parts.append(status_section(meta, configs))
+    parts.append(status_section(meta, configs, listed=("failed",)))  # the skipped listed below the answer
     # named as the README names it: the page is read later, maybe elsewhere, where the path that ran it means nothing
     resume = resume_command(meta["run_id"], Path(run.run_path).parent, program=invocation.NAME)
     launches = contention.read(run.run_path) if run.run_path else None
     parts.append(alerts.alerts(meta, configs, resume_command=resume, launches=launches))
-    parts.extend(f'<p class="banner warning">{s}</p>' for s in profile_alert(configs))
+    parts.extend(alerts.folded(s) for s in profile_alert(configs))
     return "\n".join(parts)
 
 
@@ -153,13 +153,15 @@ def sessions_words(count: int, recorded: list[dict]) -> str:
     return f"; made over {count} sessions{how}"
 
 
-def status_section(meta: dict[str, Any], configs: pd.DataFrame) -> str:
-    """The counts (skipped and never run apart from failed), and every configuration that was not
-    measured, with its error or reason."""
+def status_section(meta: dict[str, Any], configs: pd.DataFrame, *, listed=("failed", "skipped"), counted=True) -> str:
+    """The counts (skipped and never run apart from failed) where `counted`, and every configuration of the `listed`
+    statuses that was not measured, with its error or reason."""
     counts = alerts.status_counts(meta, configs)
     shown = [f"{n} {status}" for status, n in counts.items() if n or status != "not run"]
-    parts = ["<p>" + ", ".join(shown) + "</p>"]
+    parts = ["<p>" + ", ".join(shown) + "</p>"] if counted else []
     for status, title in (("failed", "Failed configurations"), ("skipped", "Skipped configurations")):
+        if status not in listed:
+            continue
         rows = configs[configs["status"] == status].sort_values("config_id")
         if not rows.empty:
             items = "".join(
@@ -327,7 +329,8 @@ SECTIONS = (fastest_section, scaling_section, bucket_section, time_section, mode
 def run_page(run: RunData) -> str:
     workloads = ok_workloads(run.configs)
     figs = FigureList()
-    parts = [header(run), answer.answer_section(run, workloads)]
+    skipped = status_section(run.meta, run.configs, listed=("skipped",), counted=False)  # below the answer
+    parts = [header(run), answer.answer_section(run, workloads), skipped]
     parts.extend(section(run, workloads, figs) for section in SECTIONS)
     parts.append(profiles_section(run.configs, run.traces, run_href=run.run_href, run_path=run.run_path))
     parts.append(workloads_section(run.meta))
