@@ -61,6 +61,17 @@ def largest_part(row: Any) -> str | None:
     return max(known, key=known.get) if known and _get(row, "gap_ms") is not None else None
 
 
+def offset_exposed_ms(row: Any) -> float | None:
+    """The exposed communication (waiting included, as the console's row counts it) of a row that runs as fast as the
+    baseline or faster though it is exposed: its other parts ran faster, so the two launches cannot tell what data
+    parallelism costs it (`sentence` says so); None for any other row."""
+    gap, step = _get(row, "gap_ms"), _get(row, "step_ms_mean")
+    if gap is None or step is None or (local := step - gap) <= 0 or gap >= NEGLIGIBLE * local:
+        return None
+    exposed = (_get(row, "gap_exposed_comm_ms") or 0.0) + max(_get(row, "gap_waiting_ms") or 0.0, 0.0)
+    return exposed if exposed >= NEGLIGIBLE * min(step, local) else None
+
+
 def sentence(
     row: Any, run: pd.DataFrame | None = None, *, cores: int | None = None, confidence: float = CONFIDENCE
 ) -> str | None:
@@ -86,9 +97,7 @@ def sentence(
             return None
         # Below the floor by more than the negligible share is not 'as fast': said as measured, not explained.
         pace = "as fast as" if gap > -NEGLIGIBLE * local else "faster than"
-        # Exposed as the console's row counts it: the part beside waiting and the waiting, both costs of the gap.
-        exposed = (_get(row, "gap_exposed_comm_ms") or 0.0) + max(_get(row, "gap_waiting_ms") or 0.0, 0.0)
-        if exposed >= NEGLIGIBLE * min(step, local):  # a cost measured, offset elsewhere: not 'nothing'
+        if (exposed := offset_exposed_ms(row)) is not None:  # a cost measured, offset elsewhere: not 'nothing'
             return (f"{head} runs {pace} {roles.baseline_name()} ({step / local:.2f}× its mean step), though "
                     f"{exposed:.1f} ms a step is exposed communication (waiting for the slowest rank included): its "
                     f"other parts ran {exposed - gap:.1f} ms faster than {roles.baseline_name()}'s, so these two "

@@ -332,13 +332,19 @@ def _why_lines(configs, *, confidence: float) -> tuple[list[str], str]:
     """The sentences of the configurations at the run's largest world size that have a measured gap, the
     slow rank where one was found, and which strategies' gaps could not be taken apart, and why; their heading."""
     from harness.analysis import why
+    from harness.commands.console import ending
     from harness.config.ranks import available_cpus
 
     ok = configs[(configs["status"] == "ok") & (configs["world_size"] > 1)]
     largest = ok[ok["world_size"] == ok["world_size"].max()] if not ok.empty else ok
-    lines = []
+    lines, offset = [], []  # offset: rows whose launches cannot tell their cost: identical sentences, said once
     for _, row in why.typical_repeats(largest).iterrows():  # one per configuration, however many repeats
-        lines += why.lines(row, configs, cores=available_cpus(), confidence=confidence)  # a taskset's cores
+        said = why.lines(row, configs, cores=available_cpus(), confidence=confidence)  # a taskset's cores
+        if why.offset_exposed_ms(row) is not None:
+            offset, said = [*offset, (row, said[0])], said[1:]  # its slow rank kept
+        lines += said
+    alone = len(offset) < 2
+    lines = ([s for _, s in offset] if alone else [ending.offset_line([row for row, _ in offset])]) + lines
     untimed = largest[largest["gap_ms"].isna() & ~largest["baseline"].astype(bool) & largest["comm_note"].notna()]
     by_note: dict[str, list[str]] = {}  # stock and zero share DDP's reason, 330 characters: said once for both
     for impl, notes in untimed.groupby("impl")["comm_note"]:

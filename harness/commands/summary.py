@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.commands import console
-from harness.commands.console import invoked
+from harness.commands.console import ending, invoked
 from harness.config.bench import RESULTS
 from harness.results import contention, layout
 
@@ -85,6 +85,7 @@ def summarize(plan, wall_s: float, *, parity_failed: int = 0, run_command: tuple
     said = contention.findings(contention.read(plan.run, plan.launches, plan.session))  # this session's
     if said:
         console.warning(f"not alone on this machine: {'; '.join(said)} (plan/*{contention.SUFFIX})")
+    console.say(f"ddpbench: {ending.answer_line(plan.run)}")  # last: the line a reader of the end looks for
     return 1 if failed else 0
 
 

@@ -1,0 +1,51 @@
+"""A bench run's last words (harness.commands.console.ending): the sentences that all say 'runs faster than local …
+cannot tell what data parallelism costs it' said once, and the answer line last."""
+
+import shutil
+from pathlib import Path
+
+import pandas as pd
+
+from harness.analysis import why
+from harness.commands.console import ending
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+
+
+def _row(impl: str, step: float, gap: float, exposed: float) -> pd.Series:
+    return pd.Series({"impl": impl, "impl_options": None, "world_size": 2, "step_ms_mean": step, "gap_ms": gap,
+                      "gap_exposed_comm_ms": exposed, "gap_waiting_ms": 0.0})  # fmt: skip
+
+
+def test_rows_faster_than_local_though_exposed_are_said_in_one_line_with_their_ranges():
+    # a walkthrough's four: each 'runs faster than local (…), though … ms a step is exposed communication'
+    rows = [_row("naive", 940.0, -60.0, 369.2), _row("flat", 450.0, -550.0, 149.4)]
+    assert all(why.offset_exposed_ms(row) is not None for row in rows)
+    line = ending.offset_line(rows)
+    assert line.startswith("naive and flat at 2 ranks run at 0.45–0.94× local's mean step, though 149–369 ms")
+    assert "cannot tell what data parallelism costs them" in line
+
+
+def test_a_row_slower_than_local_or_with_nothing_exposed_is_no_offset_one():
+    assert why.offset_exposed_ms(_row("bucketed", 1300.0, 300.0, 200.0)) is None  # slower: its gap is taken apart
+    assert why.offset_exposed_ms(_row("flat", 500.0, -500.0, 0.0)) is None  # faster, nothing exposed: costs nothing
+
+
+def test_the_answer_line_names_the_leader_to_deploy_and_whether_it_is_decided(tmp_path):
+    run = tmp_path / "cpu_run"
+    shutil.copytree(DATA / "cpu_run", run)  # read only, but never a command pointed into tests/data
+    line = ending.answer_line(run)
+    assert line.startswith("the answer (the strategy to deploy, at the largest world size): mlp/")
+    assert "<" not in line and "&" not in line  # plain words, not the index's HTML
+
+
+def test_a_run_with_no_strategy_to_deploy_measured_has_no_answer_yet(tmp_path, monkeypatch):
+    from harness.results import store
+    from reports.pages import index
+
+    monkeypatch.setattr(store, "read_configs", lambda run: pd.DataFrame())
+    monkeypatch.setattr(index, "run_headline", lambda configs, meta: "nothing measured")
+    assert (
+        ending.answer_line(tmp_path)
+        == "no answer yet: nothing measured (the run page says what each configuration did)"
+    )
