@@ -244,13 +244,16 @@ def status_counts(meta: dict[str, Any], configs: pd.DataFrame) -> dict[str, int]
     }
 
 
-def cap_verdicts(recommendations: pd.DataFrame, *, workload: str, world: int, explain: bool = True) -> tuple[str, bool]:
+def cap_verdicts(
+    recommendations: pd.DataFrame, *, workload: str, world: int, explain: bool = True, run_id: str | None = None
+) -> tuple[str, bool]:
     """'<b>Bucket cap</b> (each sweep's verdict, section 3): stock: use bucket_cap_mb=1 (25 MiB takes 1.49× as
     long …); bucketed: too few repeats to tell (have 16, need about 189)' for the strategies the run swept at this
     world size; '' where it swept none (a walkthrough tuning the cap found its answer in a table cell only).
     `explain`: the buckets every cap made and why, at the first flat sweep whose caps made one layout (said once a
-    page); with the html, whether it said them."""
-    from harness.analysis.verdicts import sweep
+    page); with the html, whether it said them. `run_id`: the run the predict command that prices a smaller size's
+    caps on the full size names."""
+    from harness.analysis.verdicts import layouts, sweep
 
     if recommendations.empty or "world_size" not in recommendations:
         return "", False
@@ -266,7 +269,7 @@ def cap_verdicts(recommendations: pd.DataFrame, *, workload: str, world: int, ex
         verdict = sweep.answer(row, why=explain)
         if explain and row.get("decision") == stats.FLAT and isinstance(row.get("same_buckets_mb"), str):
             explain, explained = False, True  # sweep.answer said the buckets and why
-        said.append(f"{sweep.label(row)} — {verdict}{so_far}")
+        said.append(f"{sweep.label(row)} — {verdict}{so_far}{layouts.smaller_size_caps(row, run_id=run_id)}")
     if not said:
         return "", False
     return (

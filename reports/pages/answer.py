@@ -175,7 +175,8 @@ def answer_section(run: RunData, workloads: list[str]) -> str:
             stand_in = stand_in or stand_in_note(reference)  # the first the page compares with: said once
             pooled |= any_pooled(one_layout_pooled(group))
             world, verdicts = int(group["world_size"].iloc[0]), run.recommendations  # the caps' verdicts, then all
-            caps, said = alerts.cap_verdicts(verdicts, workload=workload, world=world, explain=not explained)
+            caps, said = alerts.cap_verdicts(verdicts, workload=workload, world=world, explain=not explained,
+                                             run_id=run.meta.get("run_id"))  # fmt: skip
             explained |= said  # the buckets' why, once a page
             contenders = deployable(one_layout_pooled(group).loc[lambda rows: ~rows["is_floor"]])
             lead = optimizer_lead(contenders, reference, run)

@@ -432,3 +432,16 @@ def test_each_sweep_of_a_knob_sweep_names_the_options_it_adds_to_ddp_as_shipped(
     assert ">stock comm_hook=bf16<" in run_sections.recommendation_table(frame)
     said, _ = alerts.cap_verdicts(frame, workload="gpt2", world=2, explain=False)
     assert "stock comm_hook=bf16 — " in said and "find_unused_parameters" not in said
+
+
+def test_a_smaller_sizes_sweep_that_pooled_its_largest_caps_names_the_way_to_the_full_sizes_cap():
+    """A walkthrough's gpt2/small (16.2 MiB of gradients) read '25 MiB (or 50, 100: the same buckets)' and no more:
+    that the full size's cap needs --size full or predict went unsaid."""
+    from harness.analysis.verdicts import layouts
+
+    row = {"workload": "gpt2", "size": "small", "one_layout_caps_mb": "[[1.0, 2.0], [25.0, 50.0, 100.0]]"}
+    said = layouts.smaller_size_caps(row, run_id="r1")
+    assert said.startswith("; caps 25, 50, 100 MiB made one bucket layout of gpt2/small's gradients")
+    assert "--size full" in said and "ddpbench predict --run r1 --cluster NAME" in said
+    assert layouts.smaller_size_caps({**row, "size": "full"}, run_id="r1") == ""  # the size you train: said as is
+    assert layouts.smaller_size_caps({**row, "one_layout_caps_mb": None}, run_id="r1") == ""
