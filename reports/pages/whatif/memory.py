@@ -117,16 +117,24 @@ def memory_section(configs: pd.DataFrame, cluster: Cluster, worlds: list[int], *
         ran = "(the run's, scaled)" if size_note else "(measured)"  # re-counted at another size: the run's, scaled
         head = ["strategy", f"splits {ran}", *(f"{w} {ran if w in measured else 'GPUs'}" for w in shown)]
         setup = dict(zip(MEMORY_SETUP, keys, strict=False))
+        ran_in = setup.get("dtype")
         if "activation_dtype" in group and group["activation_dtype"].iloc[0]:  # the dtype the fit is judged in
             setup["dtype"] = group["activation_dtype"].iloc[0]
+        named = setup_words(setup) + _judged_in(setup.get("dtype"), ran_in)
         opening = esc(_first_fit(group, cluster, worlds[0])) + _batch_words(group, setup, batch_given)
-        parts += [f"<p class=takeaway><b>{esc(setup_words(setup))}:</b> {opening}At {worlds[-1]} GPUs each rank "
+        parts += [f"<p class=takeaway><b>{esc(named)}:</b> {opening}At {worlds[-1]} GPUs each rank "
                   f"holds {esc(said)} of parameters, gradients and optimizer state"
                   f"{esc(_with_activations(most, worlds[-1]) + '.' + _fits(group, cluster, worlds))}"
                   f"{esc(_nothing_to_shard(group))}</p>",
                   table(head, cells)]  # fmt: skip
     parts.append(f"<p class=caption>{esc(_memory_caption(state, size_note))}</p>")
     return "\n".join(parts)
+
+
+def _judged_in(judged: str | None, ran_in: str | None) -> str:
+    """' (in bf16, as a GPU trains it; the run was fp32)': where the fit is judged in another dtype than the run's (a
+    CPU run in fp32, a GPU's bf16 autocast), so that the heading is not read as the run's own setup."""
+    return f" (in {judged}, as a GPU trains it; the run was {ran_in})" if judged and ran_in and judged != ran_in else ""
 
 
 def _nothing_to_shard(group: pd.DataFrame) -> str:
