@@ -171,7 +171,7 @@ def whatif_page(meta: dict, configs: pd.DataFrame, profiles: pd.DataFrame, clust
         wm.trained_banner(trained),
         _left_out(setup_name, left_out),
     ]
-    asked = _asked(worlds, cluster) if gpus else ""  # under the first setup's answer: the page opens with it
+    asked = _asked(worlds, cluster) if gpus else within_node(cluster)  # under the first setup's answer
     # a page to share is one setup's: the one it predicts (the full size, --batch-size's), the run's profile after
     predicted = full_size.predicted_name(rows, trained) if setup_name and not rows.empty else setup_name
     named = f"{setup_name} (run {run_id})" if predicted == setup_name else predicted
@@ -275,6 +275,19 @@ def _asked(worlds: list[int], cluster: Cluster) -> str:
         f"<p>At <code>--nodes</code>' GPU counts ({asked} GPUs): the answer, the choice and the tables; "
         f"the figures from {span[0]:,} to {span[-1]:,} GPUs, those counts in bold on their axes.</p>"
     )
+
+
+def within_node(cluster: Cluster) -> str:
+    """How to price fewer GPUs than a node (a user who asked about 4 GPUs found the page start at 8, one node): on a
+    copy of the profile with fewer GPUs a node, one node of them (the collective model prices any count of ranks in
+    a node on the profile's intra-node bandwidth)."""
+    fewer = [n for n in (2, 4) if n < cluster.gpus_per_node]
+    if not fewer:
+        return ""
+    return (f"<p>Fewer GPUs than {esc(cluster.name)}'s {cluster.gpus_per_node} a node ({' or '.join(map(str, fewer))}"
+            f"): <code>ddpbench predict --run RUN --cluster FILE --nodes 1</code>, FILE this profile "
+            f"(<code>ddpbench list {esc(cluster.name)} &gt; FILE</code> for a built-in) with "
+            f"<code>gpus_per_node = {fewer[-1]}</code> and a name of its own.</p>")  # fmt: skip
 
 
 def _profiled(group: pd.DataFrame) -> str:
