@@ -363,6 +363,7 @@ def _ended_early(plan, stop: BaseException, received: str | None, *, began: floa
         progress.catch_up()  # a configuration written as the signal came: its line, before the count
         return _stopped(plan, why, EXIT_SIGNAL[why], wall_s=time.monotonic() - began)
     if isinstance(stop, launch.FailFast):
+        progress.catch_up()  # as for a signal: the failed row's line, and any written before it, before the count
         console.say_err(f"ddpbench: --fail-fast: stopping at the first failure: {stop}")
         return _stopped(plan, "--fail-fast", 1, wall_s=time.monotonic() - began)
     if isinstance(stop, OSError):

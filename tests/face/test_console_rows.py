@@ -342,3 +342,38 @@ def test_a_timed_row_says_the_bytes_a_step_sent_beside_its_ms():
     line = console.describe_row({**ROW, "comm_bytes": 8481792.0})
     assert ", comm 37.4 ms/step mean (27.4 exposed, 24% hidden, 8.09 MiB of messages), parity ok" in line
     assert "sent" not in console.describe_row({**ROW, "comm_bytes": None})  # no timeline: nothing claimed
+
+
+def test_a_line_a_signal_cut_short_is_said_before_the_stop_count(tmp_path, monkeypatch):
+    """SIGINT mid-bench printed [1/18], then '3 of 18 configurations saved': a configuration counted as said before
+    its line was printed (the signal came while its row was read) was never said. Its line comes from catch_up, once;
+    the launcher's own call after it says nothing again."""
+    import pytest
+
+    from harness.commands.console.progress import Progress
+    from harness.config.grid import Configuration
+    from harness.results import store
+
+    def planned(impl: str) -> Configuration:
+        return Configuration(config_id=f"w2-{impl}", impl=impl, impl_options={}, workload="mlp", size="small",
+                             world_size=2, nnodes=1, batch_size=8, steps=20, warmup=3, dtype="fp32", device="cpu",
+                             backend="gloo", seed=0, parity=True)  # fmt: skip
+
+    log, cut = io.StringIO(), ["stock"]
+
+    def describe(row):
+        if row["impl"] in cut:
+            cut.remove(row["impl"])
+            raise KeyboardInterrupt()  # the signal, while this line was made
+        return f"{row['impl']}: …"
+
+    monkeypatch.setattr(console, "describe_row", describe)
+    monkeypatch.setattr(store, "read_config_row", lambda run, config_id: {"impl": config_id.split("-")[-1]})
+    monkeypatch.setattr(store, "written_config_ids", lambda run: {"w2-local", "w2-stock"})
+    progress = Progress(tmp_path, [planned("local"), planned("stock"), planned("flat")], stream=log)
+    progress.written(planned("local"))
+    with pytest.raises(KeyboardInterrupt):
+        progress.written(planned("stock"))
+    progress.catch_up()
+    progress.written(planned("stock"))  # the launcher's own call, had it come after: said once
+    assert log.getvalue().splitlines() == ["[1/3] local: …", "[2/3] stock: …"]

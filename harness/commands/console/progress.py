@@ -48,6 +48,7 @@ class Progress:
         self.said: set[str] = set()  # the verdicts' words said so far: each why once (console.rounds)
         self._began = self._said = self._current_began = time.monotonic()  # off a terminal: the heartbeat's clocks
         self._done_here = 0  # configurations finished in this session: the pace its ETA takes, as tqdm's does
+        self._announced: set[str] = set()  # the configurations whose line was printed
         self._current: Configuration | None = None  # the pending one rank 0's hint names (launches take their order)
         if self._stream.isatty() and pending:
             from tqdm import tqdm
@@ -87,24 +88,31 @@ class Progress:
             self._bar.set_description_str(f"{self._standing}{running}", refresh=not self._above)
 
     def written(self, cfg: Configuration) -> None:
+        """Its line, once. Counted as said only once printed: a signal while its row is read or its line printed
+        (pyarrow's read, interrupted, raised) leaves it pending, for `catch_up` to say before the stop's count."""
         from harness.results import store
 
+        if cfg.config_id in self._announced:
+            return  # said already (catch_up, then the launcher's own call)
+        row = store.read_config_row(self._run, cfg.config_id)
+        line = f"[{self._done + 1}/{self._total}] {console.describe_row(row)}"
+        if self._bar is None:
+            _print(line, file=self._stream)
+        else:
+            self._bar.write(line, file=self._stream)
+        self._announced.add(cfg.config_id)
         self._done += 1
         self._done_here += 1
         self._said = self._current_began = time.monotonic()
         self._pending = [c for c in self._pending if c.config_id != cfg.config_id]
         self._current = None
-        line = f"[{self._done}/{self._total}] {console.describe_row(store.read_config_row(self._run, cfg.config_id))}"
-        if self._bar is None:
-            _print(line, file=self._stream)
-            return
-        self._bar.write(line, file=self._stream)
-        self._bar.update(1)
-        self._show_current()
+        if self._bar is not None:
+            self._bar.update(1)
+            self._show_current()
 
     def catch_up(self) -> None:
         """Announce the configurations that reached the disk unannounced (a stop can come between a write and
-        its line), so that the lines printed add up to the count the stop line gives."""
+        its line, or in the line itself), so that the lines printed add up to the count the stop line gives."""
         from harness.results import store
 
         on_disk = store.written_config_ids(self._run)
