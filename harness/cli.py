@@ -14,13 +14,13 @@ import time
 from pathlib import Path
 
 from harness.commands import arguments
-from harness.commands.arguments import EXIT_BAD_INPUT, OneLineParser, add_flags, names, refuse_empty, whole
+from harness.commands.arguments import EXIT_BAD_INPUT, EXIT_SIGNAL, OneLineParser, add_flags, names, refuse_empty, whole
 from harness.config.bench import DEVICES, BenchConfig, ConfigError
 from harness.config.flags import STEERS, flag_name, flags_of, key_values
 from harness.handoff.costs import process_started_at
 from harness.results.invocation import NAME
 
-EXIT_SIGINT = 130  # 128 + SIGINT, as shells do
+EXIT_SIGINT = EXIT_SIGNAL["SIGINT"]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -82,7 +82,7 @@ def add_bench_parser(commands) -> None:
         "bench",
         help="run the grid and write results/<run_id>/",
         description=BENCH_DESCRIPTION,
-        epilog=BENCH_EXAMPLES,
+        epilog=f"{BENCH_EXAMPLES}\n\n{arguments.BENCH_EXIT_CODES}",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_flags(bench, BenchConfig)

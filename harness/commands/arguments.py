@@ -15,7 +15,20 @@ from harness.config import flags
 from harness.config.bench import OPTIMIZER_CHOICES, SIZE_CHOICES, ConfigError
 from harness.config.flags import flag_name, help_text
 
+EXIT_OK = 0
+EXIT_FAILED = 1
 EXIT_BAD_INPUT = 2
+EXIT_SIGNAL = {"SIGINT": 130, "SIGTERM": 143}  # 128 + the signal's number, as shells do
+
+BENCH_EXIT_CODES = f"""exit codes:
+  {EXIT_OK}    every configuration ran: ok, or skipped on this device (a parity failure is an ok row's, said
+       on the console and the pages, and leaves the code 0)
+  {EXIT_FAILED}    a configuration failed (kept; --resume RUN_ID --retry-failed runs it again), --fail-fast or a
+       write error stopped the run, or an unexpected error (Python's traceback)
+  {EXIT_BAD_INPUT}    bad input: one line naming the bad value and the valid ones; nothing written
+  {EXIT_SIGNAL["SIGINT"]}  stopped by SIGINT (Ctrl-C): what finished is kept; --resume RUN_ID runs the rest
+  {EXIT_SIGNAL["SIGTERM"]}  stopped by SIGTERM, likewise"""
+"""`bench --help`'s last words, and docs/usage.md's (tests/face/test_exit_codes.py holds them to the constants)."""
 
 
 class OneLineParser(argparse.ArgumentParser):

@@ -17,6 +17,7 @@ import signal
 import time
 
 from harness.commands import console
+from harness.commands.arguments import EXIT_FAILED, EXIT_SIGNAL
 from harness.commands.console import rounds
 from harness.commands.console.forecast import Auto
 from harness.commands.console.plan import say_plan
@@ -35,9 +36,6 @@ RUN_ID_TRIES = 10
 
 class Terminated(Exception):
     """SIGTERM, raised in the main thread like KeyboardInterrupt is for SIGINT."""
-
-
-EXIT_SIGNAL = {"SIGINT": 130, "SIGTERM": 143}  # 128 + the signal's number, as shells do
 
 
 class StopSignals:
@@ -365,10 +363,10 @@ def _ended_early(plan, stop: BaseException, received: str | None, *, began: floa
     if isinstance(stop, launch.FailFast):
         progress.catch_up()  # as for a signal: the failed row's line, and any written before it, before the count
         console.say_err(f"ddpbench: --fail-fast: stopping at the first failure: {stop}")
-        return _stopped(plan, "--fail-fast", 1, wall_s=time.monotonic() - began)
+        return _stopped(plan, "--fail-fast", EXIT_FAILED, wall_s=time.monotonic() - began)
     if isinstance(stop, OSError):
         console.error(f"cannot write results in {plan.run}/: {stop}")
-        return _stopped(plan, "a write error", 1, wall_s=None)
+        return _stopped(plan, "a write error", EXIT_FAILED, wall_s=None)
     raise stop
 
 

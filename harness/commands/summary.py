@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.commands import console
+from harness.commands.arguments import EXIT_FAILED, EXIT_OK
 from harness.commands.console import ending, invoked
 from harness.config.bench import RESULTS
 from harness.results import contention, layout
@@ -86,7 +87,7 @@ def summarize(plan, wall_s: float, *, parity_failed: int = 0, run_command: tuple
     if said:
         console.warning(f"not alone on this machine: {'; '.join(said)} (plan/*{contention.SUFFIX})")
     console.say(f"ddpbench: {ending.answer_line(plan.run)}")  # last: the line a reader of the end looks for
-    return 1 if failed else 0
+    return EXIT_FAILED if failed else EXIT_OK
 
 
 def earlier_sessions(run: Path) -> dict[str, Any]:

@@ -1,0 +1,47 @@
+"""bench's exit codes, as its --help and docs/usage.md say them, are the ones the code returns."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from harness import cli
+from harness.commands import arguments, bench, summary
+
+USAGE = Path(__file__).resolve().parents[2] / "docs" / "usage.md"
+
+
+def said_codes(text: str) -> dict[int, str]:
+    """{code: its first words} from an 'exit codes:' block."""
+    block = text[text.index("exit codes:") :]
+    return {int(code): words for code, words in re.findall(r"^  (\d+) +(\S.*)$", block, flags=re.MULTILINE)}
+
+
+def test_bench_help_and_usage_say_every_exit_code_the_code_returns(capsys):
+    with pytest.raises(SystemExit):
+        cli.main(["bench", "--help"])
+    helped = said_codes(capsys.readouterr().out)
+    returned = {arguments.EXIT_OK, arguments.EXIT_FAILED, arguments.EXIT_BAD_INPUT, *arguments.EXIT_SIGNAL.values()}
+    assert set(helped) == returned == {0, 1, 2, 130, 143}
+    assert said_codes(USAGE.read_text()) == helped  # the docs' block is --help's
+    assert bench.EXIT_SIGNAL is arguments.EXIT_SIGNAL and arguments.EXIT_SIGNAL["SIGINT"] == cli.EXIT_SIGINT
+    assert "failed" in helped[arguments.EXIT_FAILED] and "SIGTERM" in helped[arguments.EXIT_SIGNAL["SIGTERM"]]
+
+
+def test_a_failed_configuration_is_the_failed_exit_code(tmp_path, monkeypatch):
+    """summarize's code: EXIT_FAILED where a row failed, EXIT_OK where none did (a skipped one included)."""
+    from types import SimpleNamespace
+
+    for counts, code in (({"ok": 3, "failed": 1}, arguments.EXIT_FAILED), ({"ok": 3, "skipped": 1}, arguments.EXIT_OK)):
+        totals = {"status_counts": counts, "sessions": 1, "wall_s": 1.0, "training_step_s": 0.5,
+                  "session": {"phases_s": {}, "training_step_s": 0.5}}  # fmt: skip
+        monkeypatch.setattr(summary, "write_summary", lambda *a, totals=totals, **k: totals)
+        monkeypatch.setattr(summary, "fix_words", lambda *a, **k: "")
+        monkeypatch.setattr("harness.results.store.read_configs", lambda run: None)
+        monkeypatch.setattr(summary.console, "fixed_cost_split", lambda *a, **k: None)
+        monkeypatch.setattr(summary.contention, "read", lambda *a, **k: None)
+        monkeypatch.setattr(summary.ending, "answer_line", lambda run: "the answer: …")
+        plan = SimpleNamespace(run=tmp_path / "r", run_id="r", launches=[], session="")
+        assert summary.summarize(plan, 1.0) == code
