@@ -27,7 +27,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 from harness.analysis.verdicts import history as answer_history
-from harness.results import model_tables, store
+from harness.results import layout, model_tables, store
 from reports import aggregate, step_series
 from reports.pages import index as pages
 from reports.pages import pooled
@@ -255,6 +255,7 @@ def _write_run(run_folder: Path, out: Path, cluster, *, comparisons, shared, as_
         return None
     # Named by folder: two folders may carry one run id (a copied run), and each keeps its page.
     run.meta["page"] = run_folder.name
+    run.meta["ended"] = pages.ended(_summary(run_folder), run.meta)  # its status: stopped, or maybe still running
     run.meta["comparisons"] = [c for c in comparisons if run_folder.name in (c["base"], c["new"])]
     run.meta["predict_pages"] = [p for p in shared if p["run"] == run_folder.name]  # at a GPU step given
     profiles = model_tables.read_gradprofiles(run_folder)
@@ -276,6 +277,15 @@ def _write_run(run_folder: Path, out: Path, cluster, *, comparisons, shared, as_
     write_text(path, run_page.run_page(run))
     whatif_path = out / "runs" / run.meta["whatif"] if run.meta["whatif"] else None
     return pages.index_row(run.meta, run.configs), path, whatif_path
+
+
+def _summary(run_folder: Path) -> dict:
+    """The run's summary.json, which a session writes at its end (complete or stopped); {} where none can be read."""
+    try:
+        summary = store.read_json(run_folder / layout.SUMMARY_JSON)
+    except (OSError, ValueError):
+        return {}
+    return summary if isinstance(summary, dict) else {}
 
 
 def relink_run(run_folder: Path, out: Path, cluster, *, as_predict=None) -> Path | None:

@@ -185,14 +185,16 @@ def short_warmup(meta: dict[str, Any], configs: pd.DataFrame) -> list[str]:
 
 
 def interrupted(meta: dict[str, Any], configs: pd.DataFrame, *, resume_command: str) -> list[str]:
-    """Planned configurations that have no row: the run was stopped (Ctrl-C, a crash, a lost node)."""
+    """Planned configurations that have no row: the run was stopped (Ctrl-C, a crash, a lost node), or, where no
+    summary.json says it ended (site.py's `ended`, index.ENDED_WORDS), maybe still running."""
     planned = {c.get("config_id") for c in meta.get("configurations") or [] if c.get("config_id")}
     done = set(configs["config_id"]) if "config_id" in configs else set()
     missing = planned - done
     if not missing:
         return []
     return [
-        f"<b>Interrupted:</b> {len(planned & done)} of {len(planned)} planned configurations were recorded; "
+        f"<b>{'Stopped' if meta.get('ended') == 'stopped' else 'Unfinished (still running or stopped)'}:</b> "
+        f"{len(planned & done)} of {len(planned)} planned configurations were recorded; "
         f"{len(missing)} never ran. Finish the run with <code>{esc(resume_command)}</code>."
     ]
 

@@ -66,6 +66,8 @@ def run_headline(configs: pd.DataFrame, meta: dict[str, Any] | None = None) -> s
     return "<br>".join(lines) or "nothing measured"
 
 
+STOPPED, COMPLETE = "stopped", "complete"
+
 GIVEN_UP = "leads; given up as out of reach within --max-repeats"
 """The index's caveat where the leader's pair with the reference is a verdict --repeats auto gave up on."""
 
@@ -107,12 +109,27 @@ def _first(rows: pd.DataFrame, column: str):
     return values.iloc[0] if len(values) else None
 
 
+ENDED_WORDS = {STOPPED: "stopped before its end", COMPLETE: "", None: "unfinished: still running or stopped"}
+"""What the index says of a run with configurations not run, by how its files say it ended (`ended`): only a
+summary.json a session wrote at its end says it stopped; a run still going has written none yet."""
+
+
 def status_text(meta: dict[str, Any], configs: pd.DataFrame) -> str:
     counts = alerts.status_counts(meta, configs)
     text = ", ".join(f"{n} {status}" for status, n in counts.items() if n or status == "ok")
     if counts["not run"]:
-        return f'<span class="failed">{esc(text)} (interrupted)</span>'
+        said = ENDED_WORDS[meta.get("ended")]
+        return f'<span class="failed">{esc(text)}{f" ({said})" if said else ""}</span>'
     return f'<span class="failed">{esc(text)}</span>' if counts["failed"] else esc(text)
+
+
+def ended(summary: dict[str, Any], meta: dict[str, Any]) -> str | None:
+    """How the run's files say it ended: COMPLETE or STOPPED by its last session's summary.json (`summary`, {} where
+    none), None where they do not say (no summary yet, or a later session in run.json's `sessions` wrote none: a
+    resume still running, or killed)."""
+    if not summary or int(summary.get("sessions") or 1) < len(meta.get("sessions") or []):
+        return None
+    return COMPLETE if summary.get("complete") else STOPPED
 
 
 def comparison_links(folder: str, comparisons: list[dict[str, Any]]) -> str:

@@ -227,16 +227,34 @@ def test_steps_that_drift_in_most_repeats_are_marked_in_the_table_and_counted_by
     assert alerts.noisy(within_noise) == []
 
 
-def test_an_interrupted_run_reads_as_interrupted_on_the_index_not_as_healthy(tmp_path):
+def test_an_unfinished_run_reads_as_unfinished_on_the_index_not_as_healthy(tmp_path):
+    """A run still running read '4 ok, 16 not run (interrupted)' in CI: without the summary.json a session writes at
+    its end (stopped or complete), its files cannot tell running from stopped, and the index says both."""
     run = tmp_path / "results" / "stopped"
     planned = [{"config_id": f"c{i}", "world_size": 2} for i in range(3)]
     store.write_json(run / "run.json", {"run_id": "stopped", "device": "cpu", "configurations": planned})
     built = site.build_site(results=tmp_path / "results", out=tmp_path / "site")
-    assert "0 ok, 3 not run (interrupted)" in built.index.read_text()
+    assert "0 ok, 3 not run (unfinished: still running or stopped)" in built.index.read_text()
     page = built.run_pages["stopped"].read_text()
     assert "0 of 3 planned configurations were recorded" in page
     # the README's name, as Reproduce names it: the page is read later, where .venv/bin may not exist
     assert f"Finish the run with <code>ddpbench bench --resume stopped --results {tmp_path / 'results'}</code>" in page
+
+
+def test_the_index_says_a_run_stopped_only_where_its_summary_says_so():
+    """bench writes summary.json at a session's end, `complete` false where a signal or --fail-fast stopped it; a
+    resume recorded in run.json's `sessions` after that summary is running (or was killed): unfinished again."""
+    meta = {"run_id": "r", "configurations": [{"config_id": c} for c in ("a", "b")]}
+    configs = pd.DataFrame([{**config("stock", 2, 10.0), "config_id": "a"}])
+    stopped = {"complete": False, "sessions": 1}
+    assert pages.ended(stopped, meta) == pages.STOPPED
+    assert pages.status_text({**meta, "ended": pages.STOPPED}, configs).endswith(
+        "1 not run (stopped before its end)</span>"
+    )
+    resumed = {**meta, "sessions": [{"command": ["bench"]}, {"command": ["bench", "--resume", "r"]}]}
+    assert pages.ended(stopped, resumed) is None and pages.ended({}, meta) is None
+    assert "(unfinished: still running or stopped)" in pages.status_text({**meta, "ended": None}, configs)
+    assert pages.ended({"complete": True, "sessions": 2}, resumed) == pages.COMPLETE
 
 
 def test_skipped_is_counted_apart_from_failed_on_the_index():
