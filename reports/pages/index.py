@@ -145,10 +145,22 @@ def index_row(meta: dict[str, Any], configs: pd.DataFrame) -> dict[str, str]:
     index.json so that `ddpbench compare` can list a new comparison without reading every run again."""
     run_id = meta["run_id"]
     return {"run_id": str(run_id), "page": str(meta.get("page", run_id)), "started_at": str(meta.get("started_at")),
-            "fastest": _fault_mark(meta) + run_headline(configs, meta), "machine": esc(machine_summary(meta, configs)),
+            "fastest": _fault_mark(meta) + _on_the_cpu(meta) + run_headline(configs, meta),
+            "machine": esc(machine_summary(meta, configs)),
             "strategies": esc(joined(configs.get("impl", []))), "status": status_text(meta, configs),
             "whatif": str(meta.get("whatif") or ""), "whatif_cluster": str(meta.get("whatif_cluster") or ""),
             "whatif_what": "" if meta.get("whatif_steps", True) else "its communication and memory"}  # fmt: skip
+
+
+def _on_the_cpu(meta: dict[str, Any]) -> str:
+    """A CPU run's answer named as what it is, before it: the CPU's fastest is no strategy or cap to book on a GPU (a
+    CPU's compute hides communication a GPU's would not; its optimizer is a larger share), and the reader is sent
+    to the run's what-if page, where the site wrote one: what holds there whatever the GPU computes."""
+    if meta.get("device") != "cpu":
+        return ""
+    whatif = (f'; on a GPU cluster: <a href="runs/{esc(quote(meta["whatif"]))}">what if on '
+              f'{esc(meta.get("whatif_cluster") or "")}</a>' if meta.get("whatif") else "")  # fmt: skip
+    return f"<i>here, on the CPU (gloo): no GPU's strategy or cap to book{whatif}</i><br>"
 
 
 def _fault_mark(meta: dict[str, Any]) -> str:

@@ -528,3 +528,16 @@ def test_a_sharded_leads_resting_on_a_cpus_optimizer_step_is_said_beside_the_hea
     moved = types.SimpleNamespace(**{**vars(run), "optimizer_steps": elsewhere})
     assert optimizer_lead(contenders, winner.reference_row(group), moved) == ""  # the lead is elsewhere
     assert optimizer_lead(contenders.assign(shards_state=False), winner.reference_row(group), run) == ""
+
+
+def test_a_cpu_runs_index_answer_says_it_is_the_cpus_and_links_its_what_if_page():
+    """A CPU run's index read 'leading strategy to deploy …: stock bucket_cap_mb=1 1591.7 ms' where its what-if page
+    on dgx-a100 books no cap (the walkthrough's bert): the cell says whose answer it is, and links that page."""
+    configs = pd.DataFrame([config("local", 2, 50.0), config("stock", 2, 100.0)])
+    meta = {"run_id": "bert", "device": "cpu", "whatif": "bert.whatif.html", "whatif_cluster": "dgx-a100"}
+    cell = pages.index_row(meta, configs)["fastest"]
+    assert cell.startswith("<i>here, on the CPU (gloo): no GPU's strategy or cap to book; on a GPU cluster: "
+                           '<a href="runs/bert.whatif.html">what if on dgx-a100</a></i><br>')  # fmt: skip
+    assert "<b>stock</b> 100.0 ms" in cell
+    assert "<a " not in pages.index_row({**meta, "whatif": None}, configs)["fastest"]
+    assert "CPU" not in pages.index_row({**meta, "device": "cuda"}, configs)["fastest"]
