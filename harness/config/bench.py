@@ -120,6 +120,14 @@ class BenchConfig:
         "speedup_vs_local, scaling_efficiency_vs_local and the gap_* columns (without it they are null)",
         negative=True,
     )
+    ladder: bool = flag(
+        True,
+        "run --gpus ranks only (per node), not the ladder 1, 2, 4, … below it: --gpus 2 launches half as many "
+        "ranks; then nothing measures one rank, so scaling_efficiency and scaling_efficiency_vs_local are null "
+        "(parity, speedup_vs_local and the gap_* columns need no other world size)",
+        name="--largest-only",
+        negative=True,
+    )
     parity: bool = flag(
         True, "skip the check of every configuration against the single-process reference", negative=True
     )
@@ -262,7 +270,7 @@ class BenchConfig:
 
     @property
     def world_sizes(self) -> list[int]:
-        return [self.nnodes * ranks for ranks in rank_ladder(self.gpus)]
+        return [self.nnodes * ranks for ranks in (rank_ladder(self.gpus) if self.ladder else [self.gpus])]
 
 
 ENDPOINT = re.compile(r"^(?:[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?|\[[0-9A-Fa-f:.]+\])(?::(\d{1,5}))?$")

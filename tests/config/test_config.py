@@ -138,6 +138,17 @@ def test_world_sizes_are_the_doubling_ladder_plus_the_maximum():
     assert rank_ladder(8) == [1, 2, 4, 8]
 
 
+def test_largest_only_runs_the_gpus_world_size_alone_with_its_baseline():
+    """CI ran --gpus 2 as world sizes 1 and 2, twice the launches it wanted: --largest-only keeps --gpus ranks
+    (per node) and the baseline there, which parity and speedup_vs_local need; nothing at one rank is planned."""
+    assert BenchConfig(gpus=8, impls=("stock",), ladder=False).world_sizes == [8]
+    assert BenchConfig(gpus=2, impls=("stock",)).world_sizes == [1, 2]  # the ladder, as before
+    grid = expand(BenchConfig(gpus=2, impls=("stock",), size="tiny", repeats=1, ladder=False), device="cpu")
+    assert [(c.world_size, c.impl) for c in grid] == [(2, "local"), (2, "stock")]
+    args = cli.build_parser().parse_args(["bench", "--gpus", "2", "--largest-only"])
+    assert args.ladder is False and cli.build_parser().parse_args(["bench"]).ladder is True
+
+
 def test_options_apply_only_to_strategies_that_accept_them():
     config = BenchConfig(gpus=2, impls=("naive", "stock"), options=(("bucket_cap_mb", ("1", "25")),), size="tiny",
                          repeats=1)  # fmt: skip
