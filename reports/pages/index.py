@@ -13,7 +13,7 @@ import pandas as pd
 
 from harness.analysis.verdicts import compare as comparing
 from harness.analysis.verdicts import decide
-from harness.analysis.verdicts.environment import FAULT_VARIABLE, injected_fault
+from harness.analysis.verdicts.environment import FAULT_VARIABLE, fault_share, kept_fault
 from harness.perfmodel import network
 from reports import aggregate
 from reports.aggregate import machine_summary
@@ -164,9 +164,15 @@ def _on_the_cpu(meta: dict[str, Any]) -> str:
 
 
 def _fault_mark(meta: dict[str, Any]) -> str:
-    """The answer cell of a run with a fault injected on purpose, marked before its answer, which is the fault's."""
-    fault = injected_fault(meta)
-    return f'<span class="failed">fault injected ({esc(FAULT_VARIABLE)}={esc(fault)}):</span> ' if fault else ""
+    """The answer cell of a run with a fault injected on purpose, marked before its answer, which is the fault's:
+    where a row kept ran with it set (a retry without it measured the others again), saying how many."""
+    fault = kept_fault(meta)
+    share = f", {fault_share(meta)}" if fault_share(meta) else ""
+    return (
+        f'<span class="failed">fault injected ({esc(FAULT_VARIABLE)}={esc(fault)}{esc(share)}):</span> '
+        if fault
+        else ""
+    )
 
 
 def index_page(

@@ -219,3 +219,29 @@ def test_a_failure_that_names_its_fix_gets_the_whole_new_bench_command_with_it()
                          "find_unused_parameters=true")  # fmt: skip
     assert fix_words(configs.assign(error="rank 1 killed by SIGABRT (exit code -6)"), command) == ""
     assert fix_words(configs, ("/x/ddpbench",)) == ""  # the run's command not known: the retry's words alone
+
+
+def test_a_faults_mark_follows_the_rows_measured_with_it_set():
+    """`bench --resume flt --retry-failed` without the fault measured its failed rows again, yet the index and compare
+    still called every time the fault's: the mark is of the rows whose latest launch came in a session that had it
+    set (plan/*.contention.json against run.json's sessions), and goes where none is left."""
+    from harness.analysis.verdicts.environment import environment_differences, fault_rows, fault_share, kept_fault
+
+    fault = "kill:impl=stock,world=2,rank=1,step=3"
+    meta = {"run_id": "flt", "environment": {"env_vars": {"DDPBENCH_FAULT": fault}},
+            "configurations": [{"config_id": c, "world_size": 2} for c in ("local", "stock")],
+            "sessions": [{"started_at": "2026-12-07T12:23:12+00:00"},
+                         {"started_at": "2026-12-07T12:23:56+00:00"}]}  # fmt: skip
+    first, retry = 1796646192.5, 1796646247.4  # a launch of each session, seconds after its start
+    launches = [{"configurations": ["local", "stock"], "started_at": first}]
+    assert fault_rows(meta, launches) == ["local", "stock"]
+    partly = fault_rows(meta, [*launches, {"configurations": ["stock"], "started_at": retry}])
+    assert (
+        partly == ["local"] and fault_share({**meta, "fault_configs": partly}) == "set while 1 of 2 configurations ran"
+    )
+    assert kept_fault({**meta, "fault_configs": partly}) == fault
+    redone = fault_rows(meta, [*launches, {"configurations": ["local", "stock"], "started_at": retry}])
+    assert redone == [] and kept_fault({**meta, "fault_configs": redone}) == ""
+    assert not any("fault" in note for note in environment_differences({**meta, "fault_configs": redone}, meta | {
+        "environment": {}, "run_id": "g1"}))  # fmt: skip
+    assert fault_rows(meta, None) is None and kept_fault(meta) == fault  # no launch records: the whole run, as before

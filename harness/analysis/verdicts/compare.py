@@ -22,7 +22,7 @@ import pandas as pd
 
 from harness.analysis import roles, stats
 from harness.analysis.verdicts import memory_compare
-from harness.analysis.verdicts.environment import environment_differences
+from harness.analysis.verdicts.environment import environment_differences, fault_rows
 from harness.analysis.verdicts.gate_outcome import (  # noqa: F401 (the outcome, read as compare.outcome)
     FAILED_WORDS,
     PASSED,
@@ -32,7 +32,7 @@ from harness.analysis.verdicts.gate_outcome import (  # noqa: F401 (the outcome,
     regressed,
 )
 from harness.config.bench import ConfigError
-from harness.results import store
+from harness.results import contention, store
 from harness.results.layout import SUMMARY_JSON
 from harness.results.values import configuration_label, settings_words, timed_by_hook
 
@@ -57,7 +57,9 @@ def load_samples(run: Path) -> tuple[dict, pd.DataFrame]:
         if key not in configs:  # a run from before the column: not recorded
             configs = configs.assign(**{key: None})
     ok = configs[configs["status"] == "ok"][["config_id", *MATCH_KEYS, *SETTING_KEYS, "peak_mb", "peak_column"]]
-    return store.read_run_meta(run), slowest.merge(ok, on="config_id")
+    meta = store.read_run_meta(run)
+    meta["fault_configs"] = fault_rows(meta, contention.read(run))  # the rows an injected fault's note is of
+    return meta, slowest.merge(ok, on="config_id")
 
 
 def _configs(run: Path, *, across_strategies: bool = False) -> pd.DataFrame:

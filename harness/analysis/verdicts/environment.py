@@ -30,10 +30,63 @@ def injected_fault(meta: dict) -> str:
     return next((str(fault).strip() for fault in recorded if str(fault or "").strip()), "")
 
 
-def fault_words(fault: str) -> str:
+def session_faults(meta: dict) -> list[tuple[float, str]]:
+    """(start as a POSIX time, its DDPBENCH_FAULT or '') of each session of the run, first to last (run.json's
+    `sessions`; the first's fault is its environment's); a start not recorded reads as 0 (before every launch)."""
+    import datetime
+
+    sessions = meta.get("sessions") or [{"started_at": meta.get("started_at")}]
+    first = ((meta.get("environment") or {}).get("env_vars") or {}).get(FAULT_VARIABLE)
+    said = []
+    for k, session in enumerate(sessions):
+        try:
+            start = datetime.datetime.fromisoformat(str(session.get("started_at"))).timestamp()
+        except ValueError:
+            start = 0.0
+        said.append(
+            (start, str((first if k == 0 and not session.get("fault") else session.get("fault")) or "").strip())
+        )
+    return said
+
+
+def fault_rows(meta: dict, launches: list[dict] | None) -> list[str] | None:
+    """The configurations whose latest launch (`launches`: plan/*.contention.json's records, harness.results.
+    contention.read) came in a session with a fault set: the rows an injected fault's mark is of. A retry without
+    the fault measures its rows again: they are no longer the fault's. None where the run kept no launch records
+    (a run from before them): the whole run is then marked, as before."""
+    if not launches:
+        return None
+    latest: dict[str, float] = {}
+    for record in sorted(launches, key=lambda r: r.get("started_at") or 0.0):
+        latest.update(dict.fromkeys(record.get("configurations") or [], record.get("started_at") or 0.0))
+    sessions = session_faults(meta)
+    # a launch belongs to the last session begun before it (run.json's start is to the second: 1 s of slack)
+    faults = {cid: next((f for start, f in reversed(sessions) if start <= at + 1.0), sessions[0][1])
+              for cid, at in latest.items()}  # fmt: skip
+    return sorted(cid for cid, fault in faults.items() if fault)
+
+
+def kept_fault(meta: dict) -> str:
+    """injected_fault, where a row the run keeps ran under it (`fault_configs`, fault_rows as the reader of the run
+    recorded it): '' where every row measured with the fault set was measured again without it."""
+    rows = meta.get("fault_configs")
+    return "" if rows is not None and not rows else injected_fault(meta)
+
+
+def fault_share(meta: dict) -> str:
+    """'set while 6 of 8 configurations ran' where the reader recorded which rows ran with it (`fault_configs`);
+    '' where it did not (the whole run is the fault's)."""
+    rows = meta.get("fault_configs")
+    if not rows:
+        return ""
+    return f"set while {len(rows)} of {len(meta.get('configurations') or rows)} configurations ran"
+
+
+def fault_words(fault: str, *, rows: bool = False) -> str:
     """ "DDPBENCH_FAULT='…' (docs/faults.md): its times and verdicts are the fault's, not the code's", as every place
-    that names an injected fault says it."""
-    return f"{FAULT_VARIABLE}={fault!r} (docs/faults.md): its times and verdicts are the fault's, not the code's"
+    that names an injected fault says it; `rows`: of the rows fault_share counted, not the whole run."""
+    whose = "those rows' times, and the verdicts resting on them," if rows else "its times and verdicts"
+    return f"{FAULT_VARIABLE}={fault!r} (docs/faults.md): {whose} are the fault's, not the code's"
 
 
 def _comparable(key: str, value):
@@ -63,8 +116,10 @@ def environment_differences(base_meta: dict, new_meta: dict) -> list[str]:
         if base_vars.get(name) != new_vars.get(name)
     ]
     for which, meta in (("BASE", base_meta), ("NEW", new_meta)):  # said of each run, the same fault in both too
-        if fault := injected_fault(meta):
-            notes.append(f"{which} ({meta.get('run_id')}) ran with a fault injected on purpose: {fault_words(fault)}")
+        if fault := kept_fault(meta):
+            share = f" ({fault_share(meta)}: {', '.join(meta['fault_configs'])})" if fault_share(meta) else ""
+            notes.append(f"{which} ({meta.get('run_id')}) ran with a fault injected on purpose{share}: "
+                         f"{fault_words(fault, rows=bool(share))}")  # fmt: skip
     worlds = [sorted({c["world_size"] for c in meta.get("configurations", [])}) for meta in (base_meta, new_meta)]
     if worlds[0] != worlds[1]:
         notes.append(f"world sizes differ: {worlds[0]} vs {worlds[1]}")

@@ -15,7 +15,7 @@ import pandas as pd
 
 from harness.analysis import roles, stats
 from harness.analysis.verdicts import compare as comparing
-from harness.analysis.verdicts.environment import fault_words, injected_fault
+from harness.analysis.verdicts.environment import fault_share, fault_words, kept_fault
 from harness.results import contention, invocation, layout, store
 from harness.results.invocation import as_typed, resume_command
 from harness.results.values import counted, failed_parity_words, strategy_labels
@@ -86,8 +86,13 @@ def _comparison_links(comparisons: list[dict]) -> str:
 
 
 def fault_alarm(meta: dict) -> str:
-    fault = injected_fault(meta)
-    return f'<p class="alarm">FAULT INJECTED on purpose: {esc(fault_words(fault))}.</p>' if fault else ""
+    fault = kept_fault(meta)  # '' where a retry without it measured again every row it was set for
+    share = f" ({fault_share(meta)})" if fault_share(meta) else ""
+    return (
+        f'<p class="alarm">FAULT INJECTED on purpose{esc(share)}: {esc(fault_words(fault, rows=bool(share)))}.</p>'
+        if fault
+        else ""
+    )
 
 
 def header(run: RunData) -> str:
