@@ -140,3 +140,18 @@ def test_a_flip_is_said_over_the_own_costs_of_the_two_strategies_compared_and_it
         "open until FSDP's own cost is measured on a GPU (bench --gpus 1 --impls local,fsdp there)"
     )  # fmt: skip
     assert "ZeRO" not in notes[0].said + notes[0].figure
+
+
+def test_the_lag_behind_a_tie_is_read_against_the_step_its_cell_shows():
+    """A run's w8: stock ≥181.1 tied with FSDP2 from 177.2 ms (none of its own cost) to 179.6 (a CPU's), the cell
+    '177.2–181.1', zero next at 192.9: 'behind +7.4–8.8%' was against the fastest pick at each corner (179.6 at the
+    long one), a step no cell shows; against the cell's ends it is +6.5 % (on 181.1) to +8.9 % (on 177.2)."""
+    stock = choice.Candidate("stock", 1e3, True, 181.1, model="DDP")
+    fsdp = choice.Candidate("fsdp", 1e3, True, 177.2, 2.4, model="FSDP2")
+    zero = choice.Candidate("zero", 1e3, True, 192.9, model="ZeRO-1")
+    tie = choice.Choice(8, [stock, fsdp], [zero])
+    cells, _ = choice_table._cells(tie, None, optimizer_ms=0.0, step_ms=0.0)
+    assert cells[2] == "177.2–181.1"
+    _, (low, high) = choice_table.next_fits(tie)
+    assert (round(low, 4), round(high, 4)) == (round(192.9 / 181.1 - 1, 4), round(192.9 / 177.2 - 1, 4))
+    assert cells[3:5] == ("zero", "+6.5–8.9%")
