@@ -240,3 +240,35 @@ def test_a_turn_far_past_the_bounds_is_said_as_what_is_known_not_the_line_carrie
     slow = [_booking("dgx-a100", 8, 90.0)]  # faster than the H200's short end: it would take under 97.75 - 27.75
     (before, _) = turns([*slow, *h200])
     assert (before.step_ms, before.sure) == (pytest.approx(70.0), "at most")
+
+
+def test_caps_that_differ_by_cluster_are_said_beside_each_ones_all_reduces_against_its_backward():
+    """A walkthrough's bookings read 25 MiB on dgx-h100 beside 100 MiB on l40s-pcie with no reason, which each
+    cluster's 'Why' said ~80 lines apart: l40s's all-reduces 2.7-3× its backward, H100's about as long as its own."""
+    from harness.commands.console.predict.bookings import caps_contrast
+
+    def booked(cluster, gpus, cap, comm, backward):
+        return dataclasses.replace(_booking(cluster, gpus, 60.0), book=f"stock at {cap} MiB", allreduce_ms=comm,
+                                   backward_ms=backward)  # fmt: skip
+
+    l40s = [booked("l40s-pcie", 8, 25, 44.0, 16.4), booked("l40s-pcie", 32, 100, 49.36, 16.4)]
+    h100 = [booked("dgx-h100", 8, 25, 2.678, 4.22), booked("dgx-h100", 32, 25, 5.241, 4.22)]
+    said = caps_contrast(l40s + h100)
+    assert said.startswith("the caps differ by cluster: on l40s-pcie DDP's all-reduces at the cap booked (25 or 100 "
+                           "MiB) take 44–49.4 ms a step, 2.7–3× backward's 16.4 ms; on dgx-h100 (25 MiB) 2.68–5.24 "
+                           "ms a step, 0.63–1.2× its 4.22 ms: where they outlast backward")  # fmt: skip
+    both_long = [dataclasses.replace(b, backward_ms=1.0) for b in h100]  # both outlast: the figures, no reason
+    assert "where they" not in caps_contrast(l40s + both_long) and "dgx-h100 (25 MiB)" in caps_contrast(
+        l40s + both_long
+    )
+    assert caps_contrast(l40s[:1] + h100) == ""  # every cluster at 25 MiB: nothing to contrast
+    assert caps_contrast(l40s + [dataclasses.replace(b, backward_ms=float("nan")) for b in h100]) == ""
+
+
+def test_a_booking_carries_its_all_reduces_at_the_cap_booked_the_full_sizes_where_a_floor_ranks_it():
+    rows = _rows({8: [105.0, 100.0]}).assign(comm_ms=[3.0, 2.0], full_size_comm_ms=[30.0, 20.0],
+                                             full_size_step_floor_ms=[120.0, 130.0])  # fmt: skip
+    (w8,) = of_cluster("dgx-h100", 8, [rows], [{}], batch=128, backward_ms=16.4)
+    assert (w8.book, w8.allreduce_ms, w8.backward_ms) == ("DDP at 25 MiB", 20.0, 16.4)  # its floor ranks it
+    (small,) = of_cluster("dgx-h100", 8, [_rows({8: [105.0, 100.0]}).assign(comm_ms=[3.0, 2.0])], [{}], batch=128)
+    assert small.allreduce_ms == 2.0 and small.backward_ms != small.backward_ms  # no backward given: NaN

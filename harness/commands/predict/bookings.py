@@ -302,8 +302,10 @@ def run_at_ends(args: argparse.Namespace, chosen, profile, caps: list[float], *,
         args.ends_verdict = gpu_ends.say_ends_verdict(chosen, ends, frames, state=state, errors=errors, batch=batch,
                                                       far_below_peak=far)  # fmt: skip
     tokens = tokens_a_step(state) if state is not None else None
+    backward = getattr(args, "calibrated_backward_ms", float("nan"))  # the short end's, run last: the caps' reason
     booked = of_cluster(chosen.name, chosen.gpus_per_node, frames, [_choices(f, state, chosen, errors) for f in frames],
-                        batch=batch or 1, tokens=tokens, local_ms=tuple(ms for _, ms in ends))  # fmt: skip
+                        batch=batch or 1, tokens=tokens, local_ms=tuple(ms for _, ms in ends),
+                        backward_ms=backward)  # fmt: skip
     return Ended(frames, booked, tokens, (ends[0][0], ends[1][0]) if len(ends) > 1 else None,
                  bool(getattr(args, "far_below_peak", False)))  # fmt: skip
 

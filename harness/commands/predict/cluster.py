@@ -252,6 +252,7 @@ def run_steps(args: argparse.Namespace, chosen, profile, caps: list[float], *, d
                                carried=carried)  # fmt: skip
     zero_own = zero_for_cluster(configs, setup, calibration, run_scale=run_scale, carried=carried)
     profile = calibrate(profile, calibration)
+    args.calibrated_backward_ms = profile.backward_s * 1e3  # the bookings' caps contrast (bookings.run_at_ends)
     trained = getattr(args, "train_options", None)  # --train-wopt: the model you will train, counted on meta
     smaller = bool(setup is not None and (setup.get("size") != "full" or trained is not None)
                    and predict_full_size.warn_not_whole_model(setup, profile, configs=configs, options=trained,

@@ -12,6 +12,7 @@ Pure arithmetic over the choices (perfmodel.pick.choice) and the predicted rows 
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Callable
 from typing import NamedTuple
 
@@ -45,6 +46,9 @@ class Booking:
     whose: str = bounds.CPU  # whose own cost `own_cost_of` is: a CPU's, or the run's (a GPU's, not told from noise)
     local_ms: tuple[float, ...] = ()  # a step measured on another GPU: the one-GPU step at each end on this cluster's
     batch: int = 0  # a GPU's samples a step, as `per_s` counts them (0: not said)
+    allreduce_ms: float = float("nan")  # DDP's all-reduces a step at the cap booked, at the short end (its answer's
+    # 'Why': the full size's where a floor ranks it); NaN where DDP at a cap is not what is booked
+    backward_ms: float = float("nan")  # backward as calibrated for this cluster's step, at the short end
 
     @property
     def bounded(self) -> bool:
@@ -65,13 +69,15 @@ class _Picked(NamedTuple):
 
 
 def of_cluster(name: str, gpus_per_node: int, ends_rows: list[pd.DataFrame], choices: list[dict[int, Choice]], *,
-               batch: int, tokens: float | None = None, local_ms: tuple[float, ...] = ()) -> list[Booking]:  # fmt: skip
+               batch: int, tokens: float | None = None, local_ms: tuple[float, ...] = (),
+               backward_ms: float = float("nan")) -> list[Booking]:  # fmt: skip
     """One cluster's bookings, a GPU count each: `ends_rows`, the predicted rows at each end (one frame an end, every
     GPU count's rows; one end where the step is the cluster's own GPU's); `choices`, the choice at each end per GPU
     count ({} where none is made: no memory counted, so DDP's answer at its cap, its floor where higher, is the pick);
     `batch`, a GPU's samples a step; `tokens`, its tokens a step where the model is a language model's. A step is
     least with the step's short end and no own cost a CPU measured (FSDP's, ZeRO's), most with both long: its range;
-    `local_ms`, the one-GPU step at each end where a step measured on another GPU bounds it (the turn's, `turns`)."""
+    `local_ms`, the one-GPU step at each end where a step measured on another GPU bounds it (the turn's, `turns`);
+    `backward_ms`, backward as calibrated at the short end, beside each booking's all-reduces (`caps_contrast`)."""
     per = gpu_hours_per_step_ms(batch=batch, tokens=tokens)
     a_step = tokens or batch
     out, whose = [], next((c.whose for chosen in choices for c in chosen.values() if c.bounds), bounds.CPU)
@@ -93,8 +99,26 @@ def of_cluster(name: str, gpus_per_node: int, ends_rows: list[pd.DataFrame], cho
                            tuple(world * a_step / (ms / 1e3) for ms in steps),
                            tuple(ms * per for ms in steps), len(picks) > 1,
                            tuple(dict.fromkeys(m for p in picks for m in p.own_cost_of)), one_end, whose,
-                           local_ms if len(picks) > 1 else (), batch))  # fmt: skip
+                           local_ms if len(picks) > 1 else (), batch,
+                           _allreduce_ms(first, book if steps else "", floored=any(p.floored for p in picks[:1])),
+                           backward_ms))  # fmt: skip
     return out
+
+
+def _allreduce_ms(rows: pd.DataFrame, book: str, *, floored: bool) -> float:
+    """DDP's all-reduces a step at the cap `book` names ('stock at 25 MiB'), as its answer's 'Why' says them: the
+    full size's where a floor ranks the step; NaN where no cap is booked for DDP's schedule."""
+    cap = booked_cap(book)
+    at = rows[rows["bucket_cap_mb"] == cap] if cap is not None else rows.iloc[:0]
+    column = "full_size_comm_ms" if floored and "full_size_comm_ms" in rows else "comm_ms"
+    return float(at[column].iloc[0]) if len(at) and column in at else float("nan")
+
+
+def booked_cap(book: str) -> float | None:
+    """The bucket cap a booking's `book` names, where one DDP-scheduled pick is booked ('stock at 25 MiB': 25);
+    None for several ('fsdp or stock at 25 MiB') or none."""
+    found = re.fullmatch(r"[^ ]+ at ([0-9.]+) MiB", book)
+    return float(found.group(1)) if found else None
 
 
 def _pick(rows: pd.DataFrame, choice: Choice | None) -> _Picked:

@@ -18,6 +18,7 @@ from harness.perfmodel.clusters.bookings import (
     Booking,
     Ranking,
     Turn,
+    booked_cap,
     break_even,
     cheapest,
     fastest,
@@ -56,10 +57,56 @@ def compared(bookings: list[Booking], *, tokens: bool, ends: tuple[str, str] | N
         say("  " + "  ".join(cells).rstrip())
     if note:  # said once: where an answer table above said it already, not again
         say_once(f"  {note}")
+    if contrast := caps_contrast(bookings):
+        say(f"  {contrast}")
     verdict = verdict_words(bookings, tokens=tokens, ends=ends, prices=prices, gpus=gpus,
                             far_below_peak=far_below_peak)  # fmt: skip
     say(f"ddpbench predict: {verdict}")
     return verdict
+
+
+OUTLAST = 1.5
+"""All-reduces over this many times backward: most of them are left after it, not hidden (caps_contrast)."""
+
+
+def caps_contrast(bookings: list[Booking]) -> str:
+    """'the caps differ by cluster: on l40s-pcie DDP's all-reduces at the cap booked take 44–49.4 ms a step, 2.7–3×
+    backward's 16.4 ms, …': where clusters book DDP at different caps, each one's all-reduces against its calibrated
+    backward (the figures each cluster's 'Why' line says far below), and, where one cluster's outlast backward and
+    another's do not, what each cap buys there; '' where the caps agree or a figure is missing."""
+    booked = [b for b in bookings if booked_cap(b.book) is not None and b.allreduce_ms == b.allreduce_ms]
+    clusters = list(dict.fromkeys(b.cluster for b in booked))
+    caps = {name: {booked_cap(b.book) for b in booked if b.cluster == name} for name in clusters}
+    if len(clusters) < 2 or len({frozenset(c) for c in caps.values()}) < 2:
+        return ""
+    said, outlast = [], {}
+    for k, name in enumerate(clusters):
+        mine = [b for b in booked if b.cluster == name]
+        backward = mine[0].backward_ms
+        if backward != backward or backward <= 0:
+            return ""
+        comm = [b.allreduce_ms for b in mine]
+        ratios = [ms / backward for ms in comm]
+        outlast[name] = min(ratios) > OUTLAST
+        at = " or ".join(f"{cap:g}" for cap in sorted(caps[name]))
+        figures = f"{_least_most(comm, '.3g')} ms a step, {_least_most(ratios, '.2g')}×"
+        said.append(
+            f"on {name} DDP's all-reduces at the cap booked ({at} MiB) take {figures} backward's {backward:.3g} ms"
+            if k == 0
+            else f"on {name} ({at} MiB) {figures} its {backward:.3g} ms"
+        )
+    why = ""
+    if len(set(outlast.values())) > 1:  # one outlasts backward, another about matches it: what a cap changes there
+        why = (
+            ": where they outlast backward most are left after it, and fewer, larger buckets take less time; "
+            "where they about match it only the last bucket's is, which a smaller cap shortens"
+        )
+    return f"the caps differ by cluster: {'; '.join(said)}{why} (each cluster's 'Why' below)"
+
+
+def _least_most(values: list[float], spec: str) -> str:
+    """'44–49.4': the least and the most of `values`, once where they read alike."""
+    return "–".join(dict.fromkeys(format(v, spec) for v in (min(values), max(values))))
 
 
 def _ranged_words(bookings: list[Booking], ends: tuple[str, str] | None) -> str:
