@@ -28,8 +28,8 @@ def test_each_builtin_profile_loads_and_says_where_every_number_came_from(name):
 def test_a_profile_written_out_reads_back_the_same(tmp_path, name):
     """What --save-profile writes: every field, a changed name, an odd character and a fit's record kept."""
     fitted = dataclasses.replace(cluster.load(name), name='ours "fitted" \\ x', latency_scale=1.37, fitted_nodes=4,
-                                 fitted_to="2 log(s) ≥ 64 KiB:\nmean 3.1%\x7f\ttab", intra_busbw_gbps=211.123456789,
-                                 description="two\nlines")  # fmt: skip
+                                 nodes=16, fitted_to="2 log(s) ≥ 64 KiB:\nmean 3.1%\x7f\ttab",
+                                 intra_busbw_gbps=211.123456789, description="two\nlines")  # fmt: skip
     (tmp_path / "ours.toml").write_text(cluster.to_toml(fitted), encoding="utf-8")
     assert cluster.load(str(tmp_path / "ours.toml")) == dataclasses.replace(fitted, path=str(tmp_path / "ours.toml"))
 
@@ -72,7 +72,8 @@ def test_a_profile_without_a_source_is_caught():
      ({"intra": {"busbw_gbps": float("nan")}}, "intra.busbw_gbps = nan is not valid; give a number > 0"),
      ({"inter": {"busbw_gbps": float("inf")}}, "inter.busbw_gbps = inf is not valid; give a number > 0"),
      ({"latency_scale": float("inf")}, "latency_scale = inf is not valid"),
-     ({"name": 5}, "name = 5 is not valid; give it as text"), ({"fitted_to": 5}, "fitted_to = 5 is not valid")],
+     ({"name": 5}, "name = 5 is not valid; give it as text"), ({"fitted_to": 5}, "fitted_to = 5 is not valid"),
+     ({"nodes": 2.5}, "nodes = 2.5 is not valid; give how many nodes the cluster has, a whole number ≥ 1")],
 )  # fmt: skip
 def test_a_bad_profile_field_is_refused_naming_it(tmp_path, change, named):
     from harness.perfmodel.clusters.cluster import tomllib

@@ -676,3 +676,23 @@ def test_the_what_if_page_says_how_to_price_fewer_gpus_than_a_node_and_that_way_
     copy = cluster.load(str(four))
     assert nccl.ClusterLink(copy).nodes(4) == 1
     assert nccl.ClusterLink(copy).allreduce_s(25 * 2**20, 4) == nccl.ClusterLink(h100).allreduce_s(25 * 2**20, 4)
+
+
+def test_a_profile_that_says_its_nodes_ends_the_what_if_page_there_and_a_fit_says_what_is_carried_near_the_top():
+    """A page of 2 nodes' logs opened at 1,024 GPUs on 128 nodes, 'carried past' said only at a paragraph's end."""
+    import dataclasses as dc
+
+    from harness.perfmodel.clusters import cluster as clusters
+    from reports.pages.whatif import profile as wp
+    from reports.pages.whatif.page import world_sizes
+
+    h100 = clusters.load("dgx-h100")
+    assert world_sizes(h100)[-1] == 1024
+    assert world_sizes(dc.replace(h100, nodes=4)) == [8, 16, 32]
+    assert world_sizes(dc.replace(h100, nodes=6)) == [8, 16, 32, 48]  # ends at all of them, not the last doubling
+    fit = dc.replace(h100, fitted_to="2 nccl-tests logs", fitted_nodes=2)
+    said = wp.carried_banner(fit, [1, 2, 4, 128])
+    assert "Your nccl-tests logs reach 2 nodes: on 4 to 128 nodes this page's network is carried past what was " \
+           "measured" in said and "nodes = N" in said  # fmt: skip
+    assert "nodes = N" not in wp.carried_banner(dc.replace(fit, nodes=4), [1, 2, 4])  # said already: no hint
+    assert wp.carried_banner(fit, [1, 2]) == "" and wp.carried_banner(h100, [1, 128]) == ""  # within, or no fit

@@ -60,6 +60,7 @@ class Cluster:
     fitted_nodes: int = 0  # the most nodes those logs measured: beyond, the fitted network is carried on
     gpu_memory_gib: float = 0.0  # what a process can use of one GPU, GiB (its CUDA total; 0: not given)
     gpu_memory_gbps: float = 0.0  # one GPU's memory bandwidth, GB/s (0: not given, read from the description)
+    nodes: int = 0  # how many nodes the cluster has (0: not said): the what-if page predicts up to them
 
     @property
     def memory_gbps(self) -> float | None:
@@ -121,7 +122,8 @@ COUNTS = ("gpus_per_node", "intra.nvlinks", "inter.nics")  # whole numbers
 SECTIONS = {"intra": ("fabric", "nvlinks", "link_gbps", "busbw_gbps", "nvls_busbw_gbps"),
             "inter": ("nics", "nic_gbps", "busbw_gbps", "latency_us")}  # fmt: skip
 TOP_LEVEL = ("name", "description", "gpus_per_node", "generation", "cpu", "algorithms", "latency_scale",
-             "fitted_to", "fitted_nodes", "gpu_memory_gib", "gpu_memory_gbps", *SECTIONS, "sources")  # fmt: skip
+             "fitted_to", "fitted_nodes", "nodes", "gpu_memory_gib", "gpu_memory_gbps", *SECTIONS,
+             "sources")  # fmt: skip
 READ_BY_NOTHING = ("nccl",)
 """Keys an older profile (a built-in's copy, a fit saved before) carries that nothing reads, taken and left: `nccl`,
 a version the tuner's constants never followed (they are NCCL master's, harness/perfmodel/clusters/nccl.py)."""
@@ -252,7 +254,9 @@ def from_mapping(data: dict, *, where: str = "<profile>") -> Cluster:
         generation=_generation(data, where), cpu=_choice(data, "cpu", CPUS, where),
         algorithms=algorithms,
         fabric=fabric, sources=sources, path=where, latency_scale=_latency_scale(data, where),
-        fitted_to=str(data.get("fitted_to", "")), fitted_nodes=_fitted_nodes(data, where),
+        fitted_to=str(data.get("fitted_to", "")),
+        fitted_nodes=_node_count(data, "fitted_nodes", where, means=FITTED_NODES_MEANS),
+        nodes=_node_count(data, "nodes", where, means=NODES_MEANS),
         gpu_memory_gib=_number(data, "gpu_memory_gib", where) if "gpu_memory_gib" in data else 0.0,
         gpu_memory_gbps=_number(data, "gpu_memory_gbps", where) if "gpu_memory_gbps" in data else 0.0,
     )  # fmt: skip
@@ -268,11 +272,15 @@ def _refuse_non_text(data: dict, where: str) -> None:
                               "quotes")  # fmt: skip
 
 
-def _fitted_nodes(data: dict, where: str) -> int:
-    value = data.get("fitted_nodes", 0)
+FITTED_NODES_MEANS = "the most nodes the logs it was fitted to measured, a whole number ≥ 0 (0: not fitted)"
+NODES_MEANS = "how many nodes the cluster has, a whole number ≥ 1 (or leave it out)"
+
+
+def _node_count(data: dict, key: str, where: str, *, means: str) -> int:
+    """An optional whole number of nodes (0 where left out), refused in one line naming what it `means`."""
+    value = data.get(key, 0)
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ConfigError(f"cluster profile {where}: fitted_nodes = {value!r} is not valid; give the most nodes the "
-                          "logs it was fitted to measured, a whole number ≥ 0 (0: not fitted)")  # fmt: skip
+        raise ConfigError(f"cluster profile {where}: {key} = {value!r} is not valid; give {means}")
     return value
 
 
@@ -295,6 +303,8 @@ def to_toml(profile: Cluster) -> str:
         lines.append(f"gpu_memory_gib = {profile.gpu_memory_gib!r}")
     if profile.gpu_memory_gbps:
         lines.append(f"gpu_memory_gbps = {profile.gpu_memory_gbps!r}")
+    if profile.nodes:
+        lines.append(f"nodes = {profile.nodes}")
     if profile.fitted_to:
         lines += [f"fitted_to = {text(profile.fitted_to)}", f"fitted_nodes = {profile.fitted_nodes}"]
     for section, keys in SECTIONS.items():
@@ -325,6 +335,7 @@ def unsourced(cluster: Cluster) -> list[str]:
         *NUMBERS[1:],
         *(("gpu_memory_gib",) if cluster.gpu_memory_gib else ()),
         *(("gpu_memory_gbps",) if cluster.gpu_memory_gbps else ()),
+        *(("nodes",) if cluster.nodes else ()),
     )
     return [key for key in keys if not cluster.sources.get(key)]
 

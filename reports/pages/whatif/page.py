@@ -43,8 +43,11 @@ DEFAULT_LAYOUT = "DDP's default (25 MiB, a first bucket of 1 MiB)"
 
 
 def world_sizes(cluster: Cluster) -> list[int]:
-    """One node, then doubling, up to 1,024 GPUs."""
-    return [n for k in range(MAX_GPUS.bit_length()) if (n := cluster.gpus_per_node * 2**k) <= MAX_GPUS]
+    """One node, then doubling, up to 1,024 GPUs; where the profile says how many nodes the cluster has (`nodes`), up
+    to them, ending at all of them (a page of 2 nodes' logs opened at 1,024 GPUs on 128 nodes)."""
+    most = cluster.nodes * cluster.gpus_per_node if cluster.nodes else MAX_GPUS
+    doubled = [n for k in range(most.bit_length()) if (n := cluster.gpus_per_node * 2**k) <= most]
+    return doubled + [most] * (cluster.nodes > 0 and doubled[-1] != most)
 
 
 def setup_label(setup: dict, batch_size: int | None = None) -> str:  # at --batch-size's, where predict was given one
@@ -170,6 +173,7 @@ def whatif_page(meta: dict, configs: pd.DataFrame, profiles: pd.DataFrame, clust
         wm.device_banner(meta, cluster, local_step_ms, inside=inside, ends=ends),
         wm.trained_banner(trained),
         _left_out(setup_name, left_out),
+        "" if rows.empty else wp.carried_banner(cluster, rows["nodes"]),
     ]
     asked = _asked(worlds, cluster) if gpus else within_node(cluster)  # under the first setup's answer
     # a page to share is one setup's: the one it predicts (the full size, --batch-size's), the run's profile after
@@ -194,7 +198,8 @@ def whatif_page(meta: dict, configs: pd.DataFrame, profiles: pd.DataFrame, clust
         if not steps_known(meta, local_step_ms):  # a CPU's compute: what holds on any GPU, no step to rank by
             sized = store.size_scales(meta, {"workload": group["setup_workload"].iloc[0]})  # a file of yours: never
             parts += [full_size.heading(setup, group, trained, default), asked,
-                      wm.communication_section(at, cluster, sized=sized, caveats=wp.unchecked(cluster, at),
+                      wm.communication_section(at, cluster, sized=sized,  # a fit's reach: the banner's
+                                               caveats=wp.unchecked(cluster, at, fitted=False),
                                                default=default, hooks=benched_hooks(configs, wm.setup_of(group).get(
                                                    "workload"))),
                       figs.add(figures.communication_vs_gpus(wm.communicated(group), cluster=cluster.name, **marked),

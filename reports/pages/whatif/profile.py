@@ -33,6 +33,20 @@ def fitted_reach(cluster: Cluster, best: pd.DataFrame) -> str:
         else f"every node count here is within what they measured ({reach})"))  # fmt: skip
 
 
+def carried_banner(cluster: Cluster, nodes) -> str:
+    """Near the top of the page, where a profile fitted to the user's logs is predicted on more nodes than they
+    measured: which node counts are carried past them (said only at the end of a long paragraph, a page of 2 nodes'
+    logs opened at 1,024 GPUs on 128 nodes with nothing to say so)."""
+    past = sorted({int(n) for n in nodes if n > cluster.fitted_nodes}) if cluster.fitted_to else []
+    if not past:
+        return ""
+    reach = f"{cluster.fitted_nodes} node{'s' if cluster.fitted_nodes > 1 else ''}"
+    hint = "" if cluster.nodes else (" (<code>nodes = N</code> in the profile ends the page at your cluster's "
+                                      "size: docs/clusters.md)")  # fmt: skip
+    return (f'<p class="banner">Your nccl-tests logs reach {reach}: on {span(past)} nodes this page\'s network is '
+            f"carried past what was measured{hint}.</p>")  # fmt: skip
+
+
 def unchecked(cluster: Cluster, best: pd.DataFrame, *, fitted: bool = True) -> str:
     """Node counts past the largest published table the profile was checked against, as predict warns; of a profile
     fitted to logs, those past the logs (`fitted`: unless How sure says them)."""
