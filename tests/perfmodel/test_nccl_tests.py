@@ -468,7 +468,9 @@ def test_predict_on_a_cluster_gives_the_step_per_cap_of_a_runs_profile(small_run
     # the page's table before it, as the console's: a row per GPU count, stock ranked by its full-size floor
     page_table = page_text.split("<b>The choice</b>: ")[0].rsplit("<table>", 1)[1]
     # the console's columns: none blank on every row (nothing else fits here, nothing rests on the pick)
-    assert "<th>book</th><th>step ms</th><th>GPU-h per 1M samples</th></tr>" in page_table
+    # the pick's peak a rank beside its step (the memory question in the first table, as the console's memory table)
+    assert re.search(r"<th>book</th><th>step ms</th><th>peak GiB a rank \(of [\d.]+\)</th><th>GPU-h per 1M samples"
+                     r"</th></tr>", page_table)  # fmt: skip
     assert page_text.index("<th>book</th>") < page_text.index('<p class="headline">')  # the choice first (README)
     lead, headline = page_text.split('<p class="headline">')[1:3]  # the full size's bound first, then the profile's
     assert lead.startswith("<b>The full size</b>") and headline.startswith("<b>The tiny size's profile</b>")

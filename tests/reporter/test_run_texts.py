@@ -696,3 +696,18 @@ def test_a_profile_that_says_its_nodes_ends_the_what_if_page_there_and_a_fit_say
            "measured" in said and "nodes = N" in said  # fmt: skip
     assert "nodes = N" not in wp.carried_banner(dc.replace(fit, nodes=4), [1, 2, 4])  # said already: no hint
     assert wp.carried_banner(fit, [1, 2]) == "" and wp.carried_banner(h100, [1, 128]) == ""  # within, or no fit
+
+
+def test_the_what_if_choice_table_gives_each_picks_peak_a_rank_beside_its_step():
+    """The page's first table had no memory column: the memory question was answered only in a paragraph far down."""
+    from harness.perfmodel.pick.choice import Candidate, Choice
+    from reports.pages.whatif.memory import with_peak_column
+
+    stock, fsdp = Candidate("stock", 4096.0, True, 57.6), Candidate("fsdp", 19251.2, True, 55.0)
+    header = ("GPUs", "book", "step ms", "GPU-h per 1B tokens")
+    rows = [("8", "stock at 25 MiB", "≥57.63", "≥7.82"), ("16", "none modelled fits", "", ""),
+            ("32", "stock or fsdp", "55–57.6", "≥7.5")]  # fmt: skip
+    choices = [Choice(8, [stock], []), Choice(16, [], [stock]), Choice(32, [stock, fsdp], [])]
+    shown, cells = with_peak_column(header, rows, choices, 44.39)
+    assert shown == ("GPUs", "book", "step ms", "peak GiB a rank (of 44.39)", "GPU-h per 1B tokens")
+    assert [row[3] for row in cells] == ["4", "", "4 / 18.8"] and cells[0][4] == "≥7.82"

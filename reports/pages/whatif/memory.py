@@ -74,6 +74,8 @@ def choice_section(configs: pd.DataFrame, group: pd.DataFrame, cluster: Cluster,
     said = "; ".join(part for part in (failed, died, roles.shards_nothing_words(state), _misses(cluster, group, frames),
                                        cpu if on_cpu else "", even, left_out) if part)  # fmt: skip
     header = table_header(cost=batch is not None, tokens=tokens_a_step(labelled) is not None)
+    if made and rows:  # the memory question answered in the first table, not only in the paragraph far below
+        header, rows = with_peak_column(header, rows, made[0], cluster.gpu_memory_gib)
     if booked is not None and rows:
         booked["row"] = rows[-1]
     shown_header, shown = without_blank_columns(header, rows)  # the console's columns: none blank on every row
@@ -90,6 +92,18 @@ def choice_section(configs: pd.DataFrame, group: pd.DataFrame, cluster: Cluster,
     if not rows:  # no table: the words are the answer
         return f'<p class="takeaway"><b>The choice</b>: {esc(words)}{esc(f" [{said}]" if said else "")}.</p>'
     return f"{answer}{caveats}{folded}"
+
+
+def with_peak_column(header: tuple, rows: list[tuple], choices: list, capacity_gib: float) -> tuple[tuple, list]:
+    """The choice table with each pick's peak a rank beside its step, 'peak GiB a rank (of 44.39)': memory.need_mb
+    as the choice judged its fit and the console's memory table gives it ('4 / 18.8' where a tie books several);
+    blank where nothing fits."""
+    of = f" (of {capacity_gib:g})" if capacity_gib else ""
+    cells = [" / ".join(f"{c.need_mb / 1024:.3g}" for c in choice.picked) for choice in choices]
+    at = header.index("step ms") + 1
+    return (*header[:at], f"peak GiB a rank{of}", *header[at:]), [
+        (*row[:at], cell, *row[at:]) for row, cell in zip(rows, cells, strict=True)
+    ]
 
 
 MEMORY_SETUP = ["workload", "size", "batch_size", "dtype", "optimizer"]
