@@ -215,7 +215,10 @@ def add_predict_parser(commands) -> None:
                          "smaller with --wopt, or a zoo model benched at a shorter sequence (--train-wopt "
                          "seq_len=2048: the activations grow with it) (docs/your-model.md); the steps and own "
                          "costs stay the benched model's")  # fmt: skip
-    predict.add_argument("--gpus", type=_one_count, help="world size to predict (default: 8, or the run's)")
+    predict.add_argument("--gpus", type=_gpu_counts, metavar="N,…",
+                         help="world size to predict (default: 8, or the run's); with --cluster and --run (or "
+                         "--workload), GPU counts, several if you like, each within one node (2,4 on 8-GPU nodes) or "
+                         "of whole nodes, priced beside --nodes' (without --nodes: these alone)")  # fmt: skip
     predict.add_argument("--busbw", help="all-reduce bus bandwidth, e.g. 90GB/s (default: fitted from collectives)")
     predict.add_argument("--latency", help="all-reduce latency α, e.g. 30us (default: fitted; 0 with --busbw alone)")
     predict.add_argument("--caps", help="bucket caps in MiB (default: 1,5,10,25,50,100, and the run's sweep)")
@@ -304,10 +307,11 @@ def add_predict_parser(commands) -> None:
     )
 
 
-def _one_count(text: str) -> int:
-    """predict's --gpus: one world size; several ('16,64') are a cluster's --nodes, which the error says."""
+def _gpu_counts(text: str) -> list[int]:
+    """predict's --gpus: world sizes, '4' or '2,4' (whole numbers ≥ 1, each once, in order)."""
+    from harness.config.units import parse_counts
+
     try:
-        return whole("--gpus")(text)
-    except argparse.ArgumentTypeError as exc:
-        hint = " (GPU counts on a cluster: --cluster NAME --nodes 2,8, nodes of its GPUs each)" if "," in text else ""
-        raise argparse.ArgumentTypeError(f"{exc}{hint}") from None
+        return parse_counts(text, flag="--gpus")
+    except ConfigError as exc:
+        raise argparse.ArgumentTypeError(str(exc).removeprefix("--gpus ")) from None

@@ -159,10 +159,11 @@ def _ends_words(args: argparse.Namespace) -> str:
 
 
 def _asked_gpus(args: argparse.Namespace, chosen) -> list[int]:
-    """The GPU counts of `predict --nodes` (or its default, as the console's), the page's tables' and choice's."""
-    from harness.commands.predict.cluster import node_counts
+    """The GPU counts of `predict --gpus` and `--nodes` (or the default's, as the console's), the page's tables' and
+    choice's."""
+    from harness.commands.predict.counts import gpu_counts
 
-    return [n * chosen.gpus_per_node for n in node_counts(args)]
+    return gpu_counts(args, chosen)
 
 
 def write_prediction_page(args: argparse.Namespace, chosen, run_dir, setup: dict, caps: list[float], *,

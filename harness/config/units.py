@@ -133,3 +133,18 @@ def parse_counts(text: str, *, flag: str, at_most: int | None = None) -> list[in
         most = f" up to {at_most:,}" if at_most is not None else ""
         raise ConfigError(f"{flag} {text!r} is not valid; give whole numbers ≥ 1{most}, e.g. 1,2,4,8")
     return counts
+
+
+def gpu_counts_on_nodes(gpus: list[int], nodes: list[int], *, per_node: int, cluster: str) -> list[int]:
+    """The GPU counts to predict on a cluster of `per_node`-GPU nodes: `gpus` (predict --gpus: each within one node,
+    whose links the collective model prices at any count of ranks, or whole nodes) beside `nodes` (--nodes: whole
+    nodes), each once, in order. A count that is neither is refused in one line with the counts that fit."""
+    for count in gpus:
+        if count < 2 or (count > per_node and count % per_node):
+            within = f"2 to {per_node} (in one node) or " if per_node > 1 else ""
+            why = (
+                "one GPU all-reduces nothing" if count < 2 else f"it does not fit {cluster}'s nodes of {per_node} GPUs"
+            )
+            raise ConfigError(f"--gpus {count}: {why}; give {within}a "
+                              f"multiple of {per_node} (whole nodes: {per_node * 2}, {per_node * 4}, …)")  # fmt: skip
+    return sorted({*gpus, *(n * per_node for n in nodes)})

@@ -233,6 +233,39 @@ def test_each_clusters_node_counts_run_to_the_next_name_and_either_name_names_it
     assert nodes_of_each("dgx-h200=2,a100.toml=1", named) == {"a100.toml": "1", "dgx-h200": "2"}
 
 
+def test_gpu_counts_within_one_node_or_of_whole_nodes_are_priced_beside_the_nodes_asked():
+    """A user asked about 4 GPUs; the prediction started at one whole node (8 on dgx-h100)."""
+    from harness.config.bench import ConfigError
+    from harness.config.units import gpu_counts_on_nodes
+
+    assert gpu_counts_on_nodes([2, 4], [], per_node=8, cluster="dgx-h100") == [2, 4]
+    assert gpu_counts_on_nodes([4, 16], [1, 2], per_node=8, cluster="dgx-h100") == [4, 8, 16]  # 16: 2 nodes, once
+    for count, why in ((12, "it does not fit dgx-h100's nodes of 8 GPUs"), (1, "one GPU all-reduces nothing")):
+        with pytest.raises(ConfigError, match=re.escape(f"--gpus {count}: {why}; give 2 to 8 (in one node) or a "
+                                                        "multiple of 8 (whole nodes: 16, 32, …)")):  # fmt: skip
+            gpu_counts_on_nodes([4, count], [1], per_node=8, cluster="dgx-h100")
+
+
+@pytest.mark.parametrize(
+    ("flags", "error"),
+    [
+        (["--cluster", "dgx-h100", "--gpus", "4,12", "--local-step-ms", "310"],
+         "--gpus 12: it does not fit dgx-h100's nodes of 8 GPUs; give 2 to 8 (in one node) or a multiple of 8"),
+        (["--cluster", "dgx-a100,dgx-h200", "--gpus", "2,20", "--local-step-ms", "310"],
+         "--gpus 20: it does not fit dgx-a100's nodes of 8 GPUs"),
+        (["--busbw", "90GB/s", "--gpus", "2,4"], "--gpus 2,4: one world size without a cluster; several are GPU "
+         "counts on a cluster's nodes: --cluster NAME|FILE --gpus 2,4"),
+    ],
+)  # fmt: skip
+def test_a_gpu_count_that_fits_no_node_is_refused_in_one_line(tmp_path, capsys, flags, error):
+    shutil.copytree(DATA / "cpu_run", tmp_path / "cpu_run")
+    out = tmp_path / "x.csv"
+    assert cli.main(["predict", "--run", "cpu_run", "--results", str(tmp_path), *flags, "--out", str(out)]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.count("\n") == 1 and error in captured.err
+    assert not out.exists()
+
+
 @pytest.mark.parametrize(
     ("nodes", "error"),
     [

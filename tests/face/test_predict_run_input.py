@@ -136,7 +136,8 @@ def test_a_run_of_two_setups_says_which_it_predicts_and_the_flags_of_the_other(t
     at = next(k for k, line in enumerate(lines) if line.split()[:2] == ["GPUs", "nodes"])
     printed = [row.split()[0] for row in lines[at + 1 :] if row.startswith(" ") and row.split()[0].isdigit()]
     assert printed == ["8", "16", "32", "64", "128", "512"]  # --nodes' default, 1 to 64 nodes
-    assert f"At <code>--nodes</code>' GPU counts ({', '.join(printed)} GPUs): the answer" in text  # not 8 to 1,024
+    assert f"At the GPU counts asked (<code>--gpus</code>, <code>--nodes</code>: {', '.join(printed)} GPUs): the " \
+           "answer" in text  # fmt: skip  # not 8 to 1,024
     assert (
         "<title>What if: mlp/full batch 8 on dgx-h100, from run cpu_run&#x27;s mlp/tiny batch 8 profile</title>" in text
     )

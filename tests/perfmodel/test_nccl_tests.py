@@ -794,7 +794,6 @@ def test_predict_on_a_cluster_gives_the_step_per_cap_of_a_runs_profile(small_run
         (["--cluster", "dgx-h100", "--local-step-ms", "97"], "--local-step-ms does not apply to a collectives table"),
         (["--cluster", "dgx-h100", "--caps", "1,25"], "--caps does not apply to a collectives table"),
         (["--cluster", "dgx-h100", "--gpus", "16"], "--gpus does not apply"),
-        (["--run", "no-run", "--cluster", "dgx-h100", "--gpus", "12"], "--gpus does not apply to a DDP step"),
         (["--run", "no-run", "--cluster", "dgx-h100", "--sizes", "1MiB"], "--sizes does not apply to a DDP step"),
         (["--run", "no-run", "--cluster", "dgx-h100", "--caps", "nan"], "'nan'"),
         (["--run", "no-run", "--cluster", "dgx-h100"], "'no-run'"),

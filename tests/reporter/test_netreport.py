@@ -260,6 +260,24 @@ def test_the_what_if_page_of_a_cpu_run_and_predict_give_the_same_communication(b
     )
 
 
+def test_predict_gpus_within_a_node_are_priced_alike_on_the_console_the_page_and_the_rows(built, tmp_path, capsys):
+    """--gpus 2,4 beside --nodes 2: a user asked about 4 GPUs of an 8-GPU node; the console's table, --out's rows and
+    the what-if page price the same counts, 2 and 4 GPUs on one node and 16 on two, at the same steps."""
+    from harness import cli
+
+    results, _ = built
+    page_file, out = tmp_path / "whatif.html", tmp_path / "steps.csv"
+    assert cli.main(["predict", "--run", "bucket_sweep", "--results", str(results), "--cluster", "dgx-h100",
+                     "--gpus", "2,4", "--nodes", "2", "--local-step-ms", "20", "--page", str(page_file),
+                     "--out", str(out)]) == 0  # fmt: skip
+    printed, page = capsys.readouterr().out, page_file.read_text()
+    _assert_printed_steps(printed, _steps_on_page(page), (2, 4, 16))
+    assert sorted(_steps_on_page(page)) == [2, 4, 16]
+    rows = pd.read_csv(out)[["world_size", "nodes"]].drop_duplicates()
+    assert sorted(map(tuple, rows.to_numpy().tolist())) == [(2, 1), (4, 1), (16, 2)]
+    assert "(<code>--gpus</code>, <code>--nodes</code>: 2, 4, 16 GPUs)" in page and "Fewer GPUs than" not in page
+
+
 def test_predict_page_scales_as_the_console_does_in_one_file_to_share(built, tmp_path, capsys):
     """--page with --local-step-ms: the page rests on the same scaling as the console (a CPU's DDP cost left
     out), says so, and travels alone: plotly.js inside, no links into a site."""
@@ -285,7 +303,8 @@ def test_predict_page_scales_as_the_console_does_in_one_file_to_share(built, tmp
     assert "<b>Why</b> at 16 GPUs: " in headline and "1024" not in headline
     assert "ZeRO-1 step ms" in page and "its broadcasts ms" in page  # the answer's table: ZeRO-1 at the same cap
     assert "FSDP2 step ms" in page and "not modelled" not in page  # the profile has mlp's blocks: FSDP2's step
-    assert "At <code>--nodes</code>' GPU counts (8, 16 GPUs): the answer, the choice and the tables; the " \
+    assert "At the GPU counts asked (<code>--gpus</code>, <code>--nodes</code>: 8, 16 GPUs): the answer, the " \
+           "choice and the tables; the " \
            "figures from 8 to 1,024 GPUs, those counts in bold on their axes." in page  # fmt: skip
     best = page.split("its lead")[1].split("</table>")[0]
     assert [row.split("<td>")[1].split("</td>")[0] for row in best.split("<tr")[1:]] == ["8", "16"]

@@ -661,21 +661,21 @@ def test_the_configurations_table_says_samples_a_second_as_the_console_does():
     assert [samples_text(v) for v in (3.64, 4.05, 152.4)] == ["3.64", "4.05", "152"]
 
 
-def test_the_what_if_page_says_how_to_price_fewer_gpus_than_a_node_and_that_way_prices_them(tmp_path):
+def test_the_what_if_page_says_how_to_price_fewer_gpus_than_a_node_and_that_way_prices_them():
     """A user asked about 4 GPUs; the page started at 8 (one dgx-h100 node) and said no way to ask for fewer."""
+    from harness.config.units import gpu_counts_on_nodes
     from harness.perfmodel.clusters import cluster, nccl
     from reports.pages.whatif import page as whatif
 
     h100 = cluster.load("dgx-h100")
     said = whatif.within_node(h100)
-    assert "(2 or 4): <code>ddpbench predict --run RUN --cluster FILE --nodes 1</code>" in said
-    assert "<code>gpus_per_node = 4</code>" in said
-    # the way it names: a copy with 4 GPUs a node prices 4 GPUs as one node, as the 8-GPU profile prices 4 ranks
-    text = (cluster.BUILTIN_FOLDER / "dgx-h100.toml").read_text().replace("gpus_per_node = 8", "gpus_per_node = 4", 1)
-    (four := tmp_path / "four.toml").write_text(text)
-    copy = cluster.load(str(four))
-    assert nccl.ClusterLink(copy).nodes(4) == 1
-    assert nccl.ClusterLink(copy).allreduce_s(25 * 2**20, 4) == nccl.ClusterLink(h100).allreduce_s(25 * 2**20, 4)
+    assert "(2 or 4): <code>ddpbench predict --run RUN --cluster dgx-h100 --gpus 2,4 --page FILE.html</code>" in said
+    # the way it names: those counts priced as they are, in one node, each at its own cost on the node's links
+    assert gpu_counts_on_nodes([2, 4], [], per_node=h100.gpus_per_node, cluster=h100.name) == [2, 4]
+    link = nccl.ClusterLink(h100)
+    assert [link.nodes(n) for n in (2, 4, 8)] == [1, 1, 1]
+    costs = [link.allreduce_s(25 * 2**20, n) for n in (2, 4, 8)]
+    assert costs == sorted(costs) and len(set(costs)) == 3  # fewer ranks, a cheaper all-reduce: not 8's priced
 
 
 def test_a_profile_that_says_its_nodes_ends_the_what_if_page_there_and_a_fit_says_what_is_carried_near_the_top():

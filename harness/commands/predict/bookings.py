@@ -16,7 +16,7 @@ from typing import NamedTuple
 from harness.commands import console
 from harness.commands.console import predictions
 from harness.commands.console.predict import gpu_ends, scaling
-from harness.commands.predict import cluster, each_cluster
+from harness.commands.predict import cluster, counts, each_cluster
 from harness.commands.predict import inputs as predict_input
 from harness.config.bench import ConfigError
 
@@ -220,7 +220,7 @@ def predict_each(args: argparse.Namespace, first, profile, caps: list[float], *,
             chosen = first if k == 0 and first is not None else cluster.cluster_from_args(asked)
             state = None  # each strategy's memory per rank: only a run measured what its ranks held
             if configs is not None:
-                worlds = [n * chosen.gpus_per_node for n in cluster.node_counts(asked)]
+                worlds = counts.gpu_counts(asked, chosen)
                 state = full_size.said_state(run_dir, configs, setup, worlds, chosen, options=args.train_options,
                                              batch_size=predict_input.memory_batch(asked, setup))  # fmt: skip
             checked = OwnCheck()  # how far the same model was from the run's own steps, on its own machine

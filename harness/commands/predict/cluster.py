@@ -16,20 +16,22 @@ from pathlib import Path
 from harness.commands import console
 from harness.commands.console import predictions
 from harness.commands.console.predict import answer, full_size, published, scaling, steps
-from harness.commands.predict import DEFAULT_COLLECTIVE_NODES, DEFAULT_NODES, DEFAULT_SIZES, nccl_logs
+from harness.commands.predict import DEFAULT_SIZES, nccl_logs
 from harness.commands.predict import full_size as predict_full_size
 from harness.commands.predict import inputs as predict_input
+from harness.commands.predict.counts import (
+    gpu_counts,
+    is_collective_table,
+    node_counts,
+    nodes_asked,
+    refuse_nodes_without_network,
+)
 from harness.config.bench import ConfigError
 from harness.results.values import counted
 
 
 def wanted(args: argparse.Namespace) -> bool:
     return args.cluster is not None or bool(args.nccl_tests)  # `--cluster ''` is asked for, and refused by name
-
-
-def is_collective_table(args: argparse.Namespace) -> bool:
-    """Collectives alone, unless a run or a workload asks for step times."""
-    return not (args.run or args.workload)
 
 
 def check_flags(args: argparse.Namespace) -> None:
@@ -63,14 +65,6 @@ def check_flags(args: argparse.Namespace) -> None:
         console.note_repeated("--nodes", args.nodes, node_counts(args))  # its bound too: before any profile
 
 
-def node_counts(args: argparse.Namespace) -> list[int]:
-    """--nodes, or the default of the kind of prediction asked for."""
-    from harness.config.units import MAX_PREDICTED_GPUS, parse_counts
-
-    default = DEFAULT_COLLECTIVE_NODES if is_collective_table(args) else DEFAULT_NODES
-    return parse_counts(args.nodes or default, flag="--nodes", at_most=MAX_PREDICTED_GPUS // 8)  # 8-GPU nodes
-
-
 def _unused_flags(args: argparse.Namespace) -> list[tuple[str, str]]:
     """The flags given that this kind of cluster prediction would not read, each with why."""
     ranks = "the ranks are --nodes × the profile's GPUs per node"
@@ -86,8 +80,8 @@ def _unused_flags(args: argparse.Namespace) -> list[tuple[str, str]]:
                  "--local-ddp-ms": args.local_ddp_ms}  # fmt: skip
     else:
         buckets = "a DDP step all-reduces its buckets, whose sizes the caps set (--caps)"
-        why = {"--gpus": ranks, "--sizes": buckets, "--collective": buckets}
-        given = {"--gpus": args.gpus, "--sizes": args.sizes,
+        why = {"--sizes": buckets, "--collective": buckets}
+        given = {"--sizes": args.sizes,
                  "--collective": None if args.collective == "all_reduce" else args.collective}  # fmt: skip
     return [(flag, why[flag]) for flag, value in given.items() if value is not None]
 
@@ -134,13 +128,14 @@ def cluster_from_args(args: argparse.Namespace):
         console.say(f"ddpbench predict: the logs' GPU is {logs[0].gpu!r}: starting from the built-in {guess}")
         base = cluster.load(guess)
     if not logs:
-        published.say_published_check(base, args.collective, nodes=node_counts(args) if args.nodes else None,
+        nodes = nodes_asked(args, base)
+        published.say_published_check(base, args.collective, nodes=nodes if args.nodes or args.gpus else None,
                                       table=is_collective_table(args))  # fmt: skip
-        published.warn_beyond_published(base, node_counts(args))
+        published.warn_beyond_published(base, nodes)
         if base.fitted_to:  # a fit saved before (--save-profile): what it rests on, and how far it reaches
             console.say(f"ddpbench predict: {base.path}: a profile fitted to {base.fitted_to} (not checked "
                         "against published tables)")  # fmt: skip
-            published.warn_beyond_logs(base.name, base.fitted_nodes, node_counts(args))
+            published.warn_beyond_logs(base.name, base.fitted_nodes, nodes)
         return base
     nccl_logs.warn_if_other_gpu(base, logs)
     nccl_logs.warn_other_node_shape(base, logs)
@@ -152,21 +147,13 @@ def cluster_from_args(args: argparse.Namespace):
         nccltests_fit.beyond_reach(fitted.cluster, logs), fitted.cluster))  # fmt: skip
     nccl_logs.say_rows_beside(fitted, logs)
     nccl_logs.warn_far_moved(base, fitted.fitted)
-    published.warn_beyond_logs(base.name, max(log.nodes for log in logs), node_counts(args))
+    published.warn_beyond_logs(base.name, max(log.nodes for log in logs), nodes_asked(args, base))
     if args.save_profile:
         nccl_logs.refuse_poor_save(args, fitted, base, logs)
         Path(args.save_profile).write_text(cluster.to_toml(fitted.cluster), encoding="utf-8")
         console.say(f"ddpbench predict: the fitted profile is saved in {args.save_profile}: --cluster "
                     f"{args.save_profile} uses it, with what it was fitted to, in predict and report")  # fmt: skip
     return fitted.cluster
-
-
-def refuse_nodes_without_network(base, args: argparse.Namespace) -> None:
-    from harness.perfmodel.clusters import cluster
-
-    nodes = node_counts(args)
-    asked = f"--nodes {args.nodes}" if args.nodes else f"the default node counts ({', '.join(map(str, nodes))})"
-    cluster.refuse_without_network(base, nodes, asked=asked)
 
 
 def _nodes_text(logs) -> str:
@@ -278,8 +265,8 @@ def run_steps(args: argparse.Namespace, chosen, profile, caps: list[float], *, d
 
     caveat = (console.once(small),)  # several clusters: the first's
     rows = []
-    for nodes in node_counts(args):
-        world = nodes * chosen.gpus_per_node
+    for world in gpu_counts(args, chosen):  # --gpus' within a node too: the collective model prices any ranks there
+        nodes = link.nodes(world)
         frame = cluster_frame(profile, caps=caps, link=link, world_size=world, zero_own=zero_own, fsdp_part=sharded)
         frame.insert(0, "nodes", nodes)
         frame.insert(0, "world_size", world)
@@ -320,14 +307,15 @@ def run_steps(args: argparse.Namespace, chosen, profile, caps: list[float], *, d
         return out
     before = own_source in ("left out", "not measured")  # the steps lack DDP's own cost: said, not hidden
     steps.cluster_table(chosen, rows, before_own=before)
-    above = set(node_counts(args)) if args.nodes else {c["nodes"] for c in published.published_checks(chosen)}
+    asked = args.nodes or args.gpus
+    above = set(nodes_asked(args, chosen)) if asked else {c["nodes"] for c in published.published_checks(chosen)}
     from harness.perfmodel.pick import ranked
 
     def misses(nodes: list[int]) -> str:  # the published tables' misses, only where they could move the cap named
         at = [frame for frame in rows if int(frame["nodes"].iloc[0]) in nodes]
         return published.cap_caveats(chosen, nodes, above=above) if ranked.miss_could_move_cap(at) else ""
 
-    said = [joined(*caveat, misses([n])) for n in node_counts(args)]  # once each
+    said = [joined(*caveat, misses([int(frame["nodes"].iloc[0])])) for frame in rows]  # once each, a GPU count's
     steps.best_caps(
         rows,
         decimals=3,

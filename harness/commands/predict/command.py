@@ -200,7 +200,7 @@ def _from_run(args: argparse.Namespace, given, caps, run_dir: Path, *, device):
     inputs.warn_uncalibrated(run_dir, configs, setup)
     fsdp_basis = (fsdp.compute_only(profile, configs, setup), measured.fsdp_own_cost_s(configs, setup))
     profile, calibration = _calibrated_to_run(profile, configs, setup)
-    worlds = [args.gpus] if args.gpus else sorted({int(n) for n in configs["world_size"] if n > 1}) or [DEFAULT_WORLD]
+    worlds = args.gpus if args.gpus else sorted({int(n) for n in configs["world_size"] if n > 1}) or [DEFAULT_WORLD]
     gpu = _run_gpu(run_dir)
     state = full_size.said_state(run_dir, configs, setup, worlds, gpu)
     unknown = own_costs.fsdp_own_unknown(calibration, configs, setup) if fsdp_basis[1] is None else ""  # beside FSDP2's
@@ -270,7 +270,7 @@ def _measured_now(args: argparse.Namespace, given, *, device):
                           "--busbw (e.g. --busbw 90GB/s --latency 30us), or a `ddpbench collectives` run "
                           "of this machine in --results")  # fmt: skip
     inputs.say_auto_size(args, setup, device)
-    world = args.gpus or DEFAULT_WORLD
+    world = args.gpus[0] if args.gpus else DEFAULT_WORLD  # one: several are a cluster's
     # On the CPU, a rank's share of the cores at that world size, as bench gives its ranks: compute as fast as theirs.
     threads = threads_per_rank(device="cpu", max_local_ranks=world, cpu_count=available_cpus()) \
         if device.type == "cpu" else None  # fmt: skip

@@ -58,15 +58,18 @@ def resolve(text: str, results: Path) -> Path:
 
 
 def check_counts(args: argparse.Namespace) -> None:
-    """--gpus, --profile-steps and --batch-size: whole numbers ≥ 1; --gpus at most what a prediction takes."""
+    """--profile-steps, --batch-size: whole numbers ≥ 1; --gpus at most what a prediction takes, one but a cluster's."""
     from harness.config.units import MAX_PREDICTED_GPUS
 
-    for flag, value in (("--gpus", args.gpus), ("--profile-steps", args.profile_steps),
-                        ("--batch-size", args.batch_size)):  # fmt: skip
+    for flag, value in (("--profile-steps", args.profile_steps), ("--batch-size", args.batch_size)):
         if value is not None and value < 1:
             raise ConfigError(f"{flag} {value} is not valid; give a whole number ≥ 1")
-    if args.gpus is not None and args.gpus > MAX_PREDICTED_GPUS:
-        raise ConfigError(f"--gpus {args.gpus} is not valid; give a whole number from 1 to {MAX_PREDICTED_GPUS:,}")
+    gpus = ",".join(map(str, args.gpus or ()))
+    if args.gpus and args.gpus[-1] > MAX_PREDICTED_GPUS:
+        raise ConfigError(f"--gpus {gpus} is not valid; give a whole number from 1 to {MAX_PREDICTED_GPUS:,} for each")
+    if len(args.gpus or ()) > 1 and args.cluster is None and not args.nccl_tests:
+        raise ConfigError(f"--gpus {gpus}: one world size without a cluster; several are GPU counts on a cluster's "
+                          "nodes: --cluster NAME|FILE --gpus 2,4 (or --nodes 1,2, whole nodes)")  # fmt: skip
 
 
 def check_cluster_file(name: str | None) -> None:

@@ -153,7 +153,7 @@ def whatif_page(meta: dict, configs: pd.DataFrame, profiles: pd.DataFrame, clust
     `memory(setup)`: the rows memory is counted from and what size they are of (default: the run's own);
     `checked(setup)`: the step models' errors on the run's own steps; `trained`: what --train-wopt changed; `ends`:
     a step measured on another GPU, at both ends on this one (wm.device_banner); `gpus`: the GPU counts asked
-    (`predict --nodes`), the tables' and the choice's, the figures' from one node to 1,024 GPUs beside them;
+    (`predict --gpus`, `--nodes`), the tables' and the choice's, the figures' from one node to 1,024 GPUs beside them;
     `setup_name`: the one setup a page of `predict --page` predicts, in its title, and `left_out` the run's others,
     each with the flags that predict it, in its banner."""
     run_id, device = meta.get("run_id", ""), meta.get("device", "?")
@@ -273,26 +273,26 @@ def _left_out(setup_name: str, left_out: list[str]) -> str:
 
 
 def _asked(worlds: list[int], cluster: Cluster) -> str:
-    """A page of `predict --page`: that the tables and the choice are at --nodes' GPU counts, the figures wider."""
+    """A page of `predict --page`: that the tables and the choice are at the GPU counts asked, the figures wider."""
     span = sorted({*world_sizes(cluster), *worlds})
     asked = ", ".join(f"{w:,}" for w in worlds)
     return (
-        f"<p>At <code>--nodes</code>' GPU counts ({asked} GPUs): the answer, the choice and the tables; "
+        f"<p>At the GPU counts asked (<code>--gpus</code>, <code>--nodes</code>: {asked} GPUs): the answer, the "
+        "choice and the tables; "
         f"the figures from {span[0]:,} to {span[-1]:,} GPUs, those counts in bold on their axes.</p>"
     )
 
 
 def within_node(cluster: Cluster) -> str:
-    """How to price fewer GPUs than a node (a user who asked about 4 GPUs found the page start at 8, one node): on a
-    copy of the profile with fewer GPUs a node, one node of them (the collective model prices any count of ranks in
-    a node on the profile's intra-node bandwidth)."""
+    """How to price fewer GPUs than a node (a user who asked about 4 GPUs found the page start at 8, one node):
+    predict's --gpus, which the collective model prices on the node's own links as any count of ranks in a node."""
     fewer = [n for n in (2, 4) if n < cluster.gpus_per_node]
     if not fewer:
         return ""
+    counts = ",".join(map(str, fewer))
     return (f"<p>Fewer GPUs than {esc(cluster.name)}'s {cluster.gpus_per_node} a node ({' or '.join(map(str, fewer))}"
-            f"): <code>ddpbench predict --run RUN --cluster FILE --nodes 1</code>, FILE this profile "
-            f"(<code>ddpbench list {esc(cluster.name)} &gt; FILE</code> for a built-in) with "
-            f"<code>gpus_per_node = {fewer[-1]}</code> and a name of its own.</p>")  # fmt: skip
+            f"): <code>ddpbench predict --run RUN --cluster {esc(cluster.name)} --gpus {counts} --page FILE.html"
+            "</code> prices them in one node, this page's tables and choice at those counts.</p>")  # fmt: skip
 
 
 def _profiled(group: pd.DataFrame) -> str:
