@@ -137,12 +137,11 @@ def test_one_repeat_a_side_is_too_few_to_tell_never_a_bare_winner():
     assert ratio_number(0.004) == "<0.01" and ratio_number(927.1) == "927"
     assert ratio_number(83191606.53) == ">1000"  # two repeats' 99.5 % interval: unbounded, not a figure
     alone = run(repeats("stock", [100.0, 101.0], world=1), repeats("zero", [80.0, 81.0], world=1))
-    assert pages.run_headline(alone).endswith(  # decided: 'fastest', as the index's header promises
-        "(fastest; one rank: nothing communicated, only each strategy&#x27;s own cost)"
-    )
+    alone_said = "(leads; not judged; one rank: nothing communicated, only each strategy&#x27;s own cost)"
+    assert pages.run_headline(alone).endswith(alone_said)  # never 'fastest': as the table's cell, no verdict
     once = run(repeats("stock", [100.0], world=1), repeats("zero", [80.0], world=1))
-    assert pages.run_headline(once).endswith(
-        "(leads; too few repeats; one rank: nothing communicated, only each strategy&#x27;s own cost)"
+    assert pages.run_headline(once).endswith(  # nor 'too few repeats', which more repeats would not cure
+        alone_said
     )  # one bracket, not two
     assert "one rank" not in pages.run_headline(single)
 
@@ -332,6 +331,21 @@ def test_at_one_rank_which_the_stopping_rule_never_judges_the_answer_looks_once_
     assert evidence.evidence(flat, winner.reference_row(frame))["judged"] == evidence.SIGNIFICANT  # a finding elsewhere
     cell = answer.against_reference(flat, winner.reference_row(frame))
     assert cell.startswith("not judged (estimate 0.80×, 1.25× faster, interval "), cell
+    # and the headline, the lead and the index say it as the cell does: a page read 'zero is fastest … decided over
+    # 6 repeats' beside 'not judged (estimate 0.80×…)'
+    three = run(repeats("stock", [100.0, 100.2] * 3, world=1), repeats("zero", [80.0, 80.1] * 3, world=1),
+                repeats("fsdp", [90.0, 90.1] * 3, world=1))  # fmt: skip
+    frame = pooled.ranked(three, workload="mlp")
+    assert evidence.evidence(frame.iloc[0], frame.iloc[1])["judged"] == evidence.SIGNIFICANT
+    short, full = html.unescape(winner.headline(frame)), in_full(frame)
+    assert short.endswith(
+        f"leads: 80.05 ms a step, an estimated 1.25× faster than stock; {winner.ONE_RANK}; parity ok."
+    )
+    assert f"leads (80.05 ms); {winner.ONE_RANK}: against the next, fsdp, an estimate 0.89× fsdp's step" in full
+    assert full.endswith(", and against stock, an estimate 0.80× stock's step (1.25× faster; 95% interval 0.80–0.80)")
+    said = short + full + takeaways.fastest(three, workload="mlp")
+    assert not any(word in said for word in ("fastest", "decided", "faster than stock:", "slowest")), said
+    assert winner.lead_caveat(frame) == "leads; not judged"
 
 
 def test_the_answer_calls_significant_only_what_the_verdicts_call_beyond_the_threshold_too():

@@ -98,15 +98,15 @@ def lead(group: pd.DataFrame) -> tuple[str, str]:
     if proof.get("same_buckets"):
         words = (f" leads ({at}); {runner_name} makes the same buckets, so the two are one measurement "
                  f"({proof['times']:.2f}× apart: the launches' spread)")  # fmt: skip
+    elif int(best["world_size"]) == 1:  # whatever its repeats showed, as the table's cell: no verdict is about it
+        interval = interval_text(own) if own["low"] is not None else ""
+        words = (f" leads ({at}); {ONE_RANK}: against the next, {runner_name}, an estimate "
+                 f"{decide.versus(own['times'], decide.step_of(runner_name), interval=interval)}")  # fmt: skip
     elif proof["judged"] == SIGNIFICANT:
         fastest = "fastest to deploy" if over else "fastest"
         words = f" is {fastest} ({at}): {decide.versus(own['times'], next_step, interval=interval)}"
     elif proof["judged"] == NOT_SIGNIFICANT:
         words = f" leads ({at}), {NO_CHANGE_SHOWN}: {decide.versus(own['times'], next_step, interval=interval)}"
-    elif int(best["world_size"]) == 1:  # no verdict is about it: no need to name, no repeats to add
-        interval = interval_text(own) if own["low"] is not None else ""
-        words = (f" leads ({at}); {ONE_RANK}: against the next, {runner_name}, an estimate "
-                 f"{decide.versus(own['times'], decide.step_of(runner_name), interval=interval)}")  # fmt: skip
     else:
         verdict = a_verdicts_pair(best, runner, reference, contenders)
         doubt = too_few_text(own, pair=not verdict)
@@ -128,13 +128,17 @@ def _name(row: pd.Series | None) -> str | None:
 
 def versus_stock(best: pd.Series, reference: pd.Series) -> str:
     """ "faster than stock: 0.61× stock's step (1.63× faster; 95% interval 0.48–0.83)" (the run's verdict, as the
-    console says it), '… , no 5% change shown', or 'too few repeats
-    to tell it from stock: so far …'. `best` ranks above the reference: its step over stock's (decide.versus)."""
+    console says it), '… , no 5% change shown', or 'too few repeats to tell it from stock: so far …'; at one rank,
+    which no verdict is about, 'against stock, an estimate …'. `best` ranks above the reference: its step over
+    stock's (decide.versus)."""
     proof = evidence(best, reference)
     name = reference_name(reference)
     if proof.get("same_buckets"):  # one measurement: no faster or slower to say
         return f"the same buckets as {name}: one measurement ({proof['times']:.2f}× apart: the launches' spread)"
     own = inverted(proof)
+    if int(best["world_size"]) == 1:  # ONE_RANK: an estimate, never 'faster' or 'no change shown'
+        interval = interval_text(own) if own["low"] is not None else ""
+        return f"against {name}, an estimate " + decide.versus(own["times"], decide.step_of(name), interval=interval)
     if proof["judged"] == TOO_FEW:
         return f"too few repeats to tell it from {name}: so far " + decide.versus(
             own["times"], decide.step_of(name), interval=too_few_text(own)
@@ -147,13 +151,16 @@ def versus_stock(best: pd.Series, reference: pd.Series) -> str:
 
 def lead_caveat(group: pd.DataFrame) -> str:
     """The index's compact form of lead()'s doubt: '' when the repeats back the winner, else 'leads; no 5%
-    change shown', 'leads; too few repeats' or, two caps that made one layout, 'leads; the same buckets as the next'."""
+    change shown', 'leads; too few repeats', 'leads; not judged' (one rank) or, two caps that made one layout,
+    'leads; the same buckets as the next'."""
     contenders = deployable(one_layout_pooled(group)[lambda rows: ~rows["is_floor"]])
     if len(contenders) < 2:
         return ""
     proof = evidence(contenders.iloc[0], contenders.iloc[1])
     if proof.get("same_buckets"):
         return "leads; the same buckets as the next"
+    if int(contenders.iloc[0]["world_size"]) == 1:  # ONE_RANK: no verdict is about it, whatever its repeats showed
+        return "leads; not judged"
     return {SIGNIFICANT: "", NOT_SIGNIFICANT: f"leads; {NO_CHANGE_SHOWN}", TOO_FEW: "leads; too few repeats"}[
         proof["judged"]
     ]
@@ -192,7 +199,8 @@ def headline(group: pd.DataFrame, control: float | None = None) -> str:
     stock_next = runner["strategy"] == _name(reference)
     runner_name = reference_name(reference) if stock_next else runner["strategy"]
     proof = evidence(best, runner)
-    judged = "same" if proof.get("same_buckets") else proof["judged"]
+    one_rank = int(best["world_size"]) == 1  # never judged, whatever its repeats showed: the table's cell says so
+    judged = "same" if proof.get("same_buckets") else ONE_RANK if one_rank else proof["judged"]
     buys = step_said(best, " a step")
     if reference is not None and best["strategy"] != reference["strategy"]:  # the step against stock: the table's
         buys += "" if stock_next and judged in ("same", NOT_SIGNIFICANT) else _against_stock(best, reference)
@@ -202,6 +210,8 @@ def headline(group: pd.DataFrame, control: float | None = None) -> str:
     repeats = f" over {proof['repeats']} repeats" if proof.get("repeats") else ""
     if judged == "same":
         verb, verdict = "leads", f"{next_one}, makes the same buckets: one measurement"
+    elif judged == ONE_RANK:  # never judged: a need or a 'decided' would read as a verdict the run gave
+        verb, verdict = "leads", ONE_RANK
     elif judged == SIGNIFICANT:
         verb, verdict = (
             "is fastest" + " to deploy" * bool(over),
@@ -209,8 +219,6 @@ def headline(group: pd.DataFrame, control: float | None = None) -> str:
         )
     elif judged == NOT_SIGNIFICANT:
         verb, verdict = "leads", f"tied with {next_one}: {NO_CHANGE_SHOWN}"
-    elif int(best["world_size"]) == 1:  # never judged: a need would read as a verdict the run works towards
-        verb, verdict = "leads", ONE_RANK
     else:
         pair = "" if a_verdicts_pair(best, runner, reference, contenders) else "these two "  # evidence.too_few_text
         need = stats.needed_text(proof["needed"], proof["repeats"])  # a rough guide under 5 repeats, as the console's
@@ -224,13 +232,19 @@ ONE_RANK = "one rank is not judged: nothing communicates"
 
 
 def _against_stock(best: pd.Series, reference: pd.Series) -> str:
-    """', 1.77× faster than stock' (', so far …' where the repeats are too few to tell; the interval: the table's)."""
+    """', 1.77× faster than stock' (', so far …' where the repeats are too few to tell, ', an estimated …' at one
+    rank, which is never judged; the interval: the table's)."""
     proof = evidence(best, reference)
     name = reference_name(reference)
     if proof.get("same_buckets"):
         return f", the same buckets as {name}"
-    faster = decide.faster_words(inverted(proof)["times"])
+    times = inverted(proof)["times"]
+    faster = decide.faster_words(times)
+    if int(best["world_size"]) == 1:  # ONE_RANK: an estimate, whatever its repeats showed
+        return (
+            f", an estimated {faster} than {name}" if faster else f", an estimated {times:.2f}× {decide.step_of(name)}"
+        )
     if not faster or proof["judged"] == NOT_SIGNIFICANT:
         return f", {NO_CHANGE_SHOWN} against {name}"
-    doubt = {TOO_FEW: "an estimated " if int(best["world_size"]) == 1 else "so far "}.get(proof["judged"], "")
-    return f", {doubt}{faster} than {name}"  # one rank: never judged, no verdict so far
+    doubt = {TOO_FEW: "so far "}.get(proof["judged"], "")
+    return f", {doubt}{faster} than {name}"

@@ -52,6 +52,8 @@ def fastest(configs: pd.DataFrame, *, workload: str, confidence: float = stats.C
             slowest += ", though it makes the same buckets: one measurement, apart by the launches' spread"
         # 'slowest' is a decided word, as 'fastest' is: an interval of 0.52–1.14 backs no 'slowest'
         verb = {evidence.SIGNIFICANT: "is slowest", evidence.NOT_SIGNIFICANT: f"trails ({evidence.NO_CHANGE_SHOWN})"}
+        if int(best["world_size"]) == 1:  # winner.ONE_RANK: no verdict is about it, whatever its repeats showed
+            verb = {proof["judged"]: "trails (not judged at one rank)"}
         said = "is slowest" if proof.get("same_buckets") else verb.get(proof["judged"], "trails so far")
         sentence += f"; {worst['strategy']} {said}, at {slowest}"  # as every ratio on the page runs
     return sentence + "."
