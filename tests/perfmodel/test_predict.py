@@ -277,40 +277,40 @@ def test_links_come_from_correct_all_reduce_rows_per_world_size():
 
 def test_a_network_fitted_on_small_messages_warns_when_the_buckets_reach_far_past_them(capsys, monkeypatch):
     from harness.commands.console import invoked
-    from harness.commands.predict import inputs as predict_input
+    from harness.commands.predict import counts as predict_counts
 
     monkeypatch.setattr(invoked, "ddpbench_command", lambda: ".venv/bin/ddpbench")  # a hint names it as typed
 
     sizes = [1024 * 2**k for k in range(7)]  # 1 KB … 64 KB, as `collectives --sizes 1KB:64KB` measures
     link = net.fit_link(sizes, [10e-6 + s / 1e9 for s in sizes], world_size=2)
     assert link.largest_bytes == 64 * 1024
-    predict_input.warn_if_extrapolated(link, 128 * 1024, world=2)  # twice the largest: still measured enough
+    predict_counts.warn_if_extrapolated(link, 128 * 1024, world=2)  # twice the largest: still measured enough
     assert capsys.readouterr().err == ""
-    predict_input.warn_if_extrapolated(link, 28 * 2**20 + 68 * 1024, world=2)
+    predict_counts.warn_if_extrapolated(link, 28 * 2**20 + 68 * 1024, world=2)
     assert capsys.readouterr().err.strip() == (
         "ddpbench: warning: w2: the network was measured up to 64 KiB and these buckets reach 28.0664 MiB: its "
         "bandwidth there is extrapolated (`.venv/bin/ddpbench collectives --sizes 1KiB:32MiB` measures it)"
     )
-    predict_input.warn_if_extrapolated(net.Link(0.0, 1e9), 2**30, world=2)  # a given network: nothing to say
+    predict_counts.warn_if_extrapolated(net.Link(0.0, 1e9), 2**30, world=2)  # a given network: nothing to say
     assert capsys.readouterr().err == ""
 
 
 def test_a_world_size_the_network_was_not_measured_at_is_said_to_be_extrapolated(capsys):
     """A walkthrough's `predict --run R --gpus 8` named a best cap at w8 from a gloo network and contention
     measured at 2 ranks, without a word."""
-    from harness.commands.predict import inputs as predict_input
+    from harness.commands.predict import counts as predict_counts
 
     link = net.Link(1e-5, 1e9)
     measured = net.Network({2: link}, {2: net.Contention(1.3, 1.9)}, "collectives run c1")
-    predict_input.warn_unmeasured_world(measured, 2)
+    predict_counts.warn_unmeasured_world(measured, 2)
     assert capsys.readouterr().err == ""
-    predict_input.warn_unmeasured_world(measured, 8)
+    predict_counts.warn_unmeasured_world(measured, 8)
     assert capsys.readouterr().err.strip() == (
         "ddpbench: warning: w8: its all-reduce cost is the one measured at 2 ranks, carried over; it is predicted "
         "without contention (measured at 2 only), which on a CPU whose cores its 8 ranks would share makes the step "
         "optimistic: its best cap is no measurement"
     )
-    predict_input.warn_unmeasured_world(net.Network({2: link}, {}, "c1"), 2)  # the link measured, no contention
+    predict_counts.warn_unmeasured_world(net.Network({2: link}, {}, "c1"), 2)  # the link measured, no contention
     said = capsys.readouterr().err
     assert "w2: it is predicted without contention, which" in said and "carried over" not in said
 

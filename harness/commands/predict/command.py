@@ -12,7 +12,7 @@ from typing import Any, NamedTuple
 from harness.commands import console
 from harness.commands.console import invoked, predictions
 from harness.commands.console.progress import Status
-from harness.commands.predict import bookings, cluster, each_cluster, full_size, gradient_profile, inputs
+from harness.commands.predict import bookings, cluster, counts, each_cluster, full_size, gradient_profile, inputs
 from harness.config.bench import SIZE_CHOICES, ConfigError
 from harness.results.values import counted
 
@@ -100,9 +100,9 @@ def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
                                    fsdp_own_s=basis.fsdp_own_s, blocking=profiled_on == "cpu",
                                    zero_own_s=basis.zero_own_s)  # fmt: skip
         predictions.predict_table(frame, world=world, link=link, contention=measured)
-        inputs.warn_if_extrapolated(link, largest_bucket_bytes(profile, caps), world=world)
+        counts.warn_if_extrapolated(link, largest_bucket_bytes(profile, caps), world=world)
         if given is None:  # a fitted network: said where this world size is not one it was measured at
-            inputs.warn_unmeasured_world(network, world)
+            counts.warn_unmeasured_world(network, world)
         frames.append(agreement.with_answer_marks(frame).assign(world_size=world, network=link.source))
     cpu = "a CPU's compute: see the warning above" if given is not None and profiled_on == "cpu" else ""
     _sharded_answers(

@@ -1,10 +1,13 @@
-"""The GPU and node counts a cluster prediction prices: `predict --nodes` (whole nodes), `--gpus` (within one node,
-or whole nodes), their defaults, and the refusal of counts that fit no node or cross a network the profile lacks."""
+"""The GPU and node counts a prediction prices: on a cluster `predict --nodes` (whole nodes), `--gpus` (within one
+node, or whole nodes), their defaults, and the refusal of counts that fit no node or cross a network the profile
+lacks; on the run's own network, what is said where a world size or a bucket lies beyond what it measured."""
 
 from __future__ import annotations
 
 import argparse
 
+from harness.commands import console
+from harness.commands.console import invoked
 from harness.commands.predict import DEFAULT_COLLECTIVE_NODES, DEFAULT_NODES
 
 
@@ -45,3 +48,37 @@ def refuse_nodes_without_network(base, args: argparse.Namespace) -> None:
     cluster.refuse_without_network(
         base, nodes, asked=asked or f"the default node counts ({', '.join(map(str, nodes))})"
     )
+
+
+EXTRAPOLATION_FACTOR = 2
+"""Buckets this many times the largest message a network was fitted on are beyond what it measured."""
+
+
+def warn_if_extrapolated(link, bucket_bytes: int, *, world: int) -> None:
+    """Say so when the buckets reach well past the sizes the network's bandwidth was fitted on: α–β fitted on
+    small messages is mostly latency, and its bandwidth for megabytes is a guess."""
+    if link.largest_bytes and bucket_bytes > EXTRAPOLATION_FACTOR * link.largest_bytes:
+        largest, buckets = console.bytes_text(link.largest_bytes), console.bytes_text(bucket_bytes)
+        enough = console.bytes_text(1 << (int(bucket_bytes) - 1).bit_length()).replace(" ", "")  # a power of two
+        measure = f"{invoked.ddpbench_command()} collectives --sizes 1KiB:{enough}"  # as typed: pasted here
+        console.warning(f"w{world}: the network was measured up to {largest} and these buckets reach {buckets}: "
+                        f"its bandwidth there is extrapolated (`{measure}` measures it)")  # fmt: skip
+
+
+def warn_unmeasured_world(network, world: int) -> None:
+    """A world size the fitted network was not measured at: its link is the nearest size's (network.link_for),
+    and without contention measured there the step is predicted with none, which on a CPU whose cores the ranks
+    share makes it optimistic. Each said as it is, with what it makes of the best cap."""
+    said = []
+    if world not in network.links:
+        said.append(f"its all-reduce cost is the one measured at {_sizes(network.links)} ranks, carried over")
+    if world not in network.contention:
+        measured = f" (measured at {_sizes(network.contention)} only)" if network.contention else ""
+        said.append(f"it is predicted without contention{measured}, which on a CPU whose cores its {world} ranks "
+                    "would share makes the step optimistic")  # fmt: skip
+    if said:
+        console.warning(f"w{world}: {'; '.join(said)}: its best cap is no measurement")
+
+
+def _sizes(measured) -> str:
+    return ", ".join(str(n) for n in sorted(measured))

@@ -345,40 +345,6 @@ def check_writable(out: Path, *, flag: str, example: str, kind: str) -> None:
         raise ConfigError(f"{flag} {str(out)!r}: {str(folder)!r} is not a folder this user can write in")
 
 
-EXTRAPOLATION_FACTOR = 2
-"""Buckets this many times the largest message a network was fitted on are beyond what it measured."""
-
-
-def warn_if_extrapolated(link, bucket_bytes: int, *, world: int) -> None:
-    """Say so when the buckets reach well past the sizes the network's bandwidth was fitted on: α–β fitted on
-    small messages is mostly latency, and its bandwidth for megabytes is a guess."""
-    if link.largest_bytes and bucket_bytes > EXTRAPOLATION_FACTOR * link.largest_bytes:
-        largest, buckets = console.bytes_text(link.largest_bytes), console.bytes_text(bucket_bytes)
-        enough = console.bytes_text(1 << (int(bucket_bytes) - 1).bit_length()).replace(" ", "")  # a power of two
-        measure = f"{invoked.ddpbench_command()} collectives --sizes 1KiB:{enough}"  # as typed: pasted here
-        console.warning(f"w{world}: the network was measured up to {largest} and these buckets reach {buckets}: "
-                        f"its bandwidth there is extrapolated (`{measure}` measures it)")  # fmt: skip
-
-
-def warn_unmeasured_world(network, world: int) -> None:
-    """A world size the fitted network was not measured at: its link is the nearest size's (network.link_for),
-    and without contention measured there the step is predicted with none, which on a CPU whose cores the ranks
-    share makes it optimistic. Each said as it is, with what it makes of the best cap."""
-    said = []
-    if world not in network.links:
-        said.append(f"its all-reduce cost is the one measured at {_sizes(network.links)} ranks, carried over")
-    if world not in network.contention:
-        measured = f" (measured at {_sizes(network.contention)} only)" if network.contention else ""
-        said.append(f"it is predicted without contention{measured}, which on a CPU whose cores its {world} ranks "
-                    "would share makes the step optimistic")  # fmt: skip
-    if said:
-        console.warning(f"w{world}: {'; '.join(said)}: its best cap is no measurement")
-
-
-def _sizes(measured) -> str:
-    return ", ".join(str(n) for n in sorted(measured))
-
-
 def say_sequence_counted(args: argparse.Namespace, configs, setup: dict | None, trained: dict | None, *,
                          said: str = "") -> None:  # fmt: skip
     """With a step given (--local-step-ms) for a model whose sequence an option sets (a zoo model's seq_len) and no
