@@ -214,7 +214,7 @@ def add_predict_parser(commands) -> None:
                          "each step's floor, are counted on the meta device from it: a model of your own benched "
                          "smaller with --wopt, or a zoo model benched at a shorter sequence (--train-wopt "
                          "seq_len=2048: the activations grow with it) (docs/your-model.md); the steps and own "
-                         "costs stay the benched model's")  # fmt: skip
+                         "costs stay the benched model's (--workload's: the size profiled here)")  # fmt: skip
     predict.add_argument("--gpus", type=_gpu_counts, metavar="N,…",
                          help="world size to predict (default: 8, or the run's); with --cluster and --run (or "
                          "--workload), GPU counts, several if you like, each within one node (2,4 on 8-GPU nodes) or "

@@ -500,6 +500,11 @@ def test_a_language_models_step_without_its_training_sequence_says_which_sequenc
     said = capsys.readouterr().out
     assert said == ("ddpbench predict: tokens and activations are counted at the run's sequence, 512 tokens a sample; "
                     "--train-wopt seq_len=M counts the one you train at\n")  # fmt: skip
+    # none set (predict --workload, or a run at its size's sequence): the full size's, never 'the run's'
+    inputs.say_sequence_counted(asked, None, setup, {key: v for key, v in small.items() if key != "seq_len"})
+    said = capsys.readouterr().out
+    assert said.startswith("ddpbench predict: tokens and activations are counted at the full size's default sequence, "
+                           "1,024 tokens a sample;"), said  # fmt: skip
     for unsaid in (
         argparse.Namespace(local_step_ms=100.0, train_wopt=[("seq_len", ["512"])]),  # the one trained
         argparse.Namespace(local_step_ms=None, train_wopt=None),

@@ -938,6 +938,7 @@ def test_a_model_whose_size_does_not_change_its_gradients_is_not_told_to_profile
     import shutil
     import types
 
+    from harness.commands.console.predict import steps
     from harness.commands.predict import full_size as predict_full_size
 
     shutil.copy(Path(__file__).parents[2] / "examples" / "my_workload.py", tmp_path / "my_workload.py")
@@ -949,12 +950,19 @@ def test_a_model_whose_size_does_not_change_its_gradients_is_not_told_to_profile
     predict_full_size.warn_not_whole_model({"workload": spec, "size": "small"}, smaller)
     err = capsys.readouterr().err
     assert "its communication stays the small model's" in err
-    assert err.rstrip().endswith("or give the options it differs by, --train-wopt KEY=VALUE, to count it from this run")
+    assert err.rstrip().endswith(
+        "or give the options it differs by, --train-wopt KEY=VALUE, to count it on the meta device"
+    )
     # benched small, counted with --train-wopt, as docs/your-model.md advises: once told to bench the whole model
     predict_full_size.warn_not_whole_model({"workload": spec, "size": "small"}, smaller, options={"width": 512})
     err = capsys.readouterr().err
     assert "this profile is " in err and "the model you will train's are " in err
     assert "Profile the model" not in err and "--wopt" not in err
+    # no run (predict --workload): the size profiled here, no 'benched model', in the warning and the floors' line
+    assert "this profile is my_workload.py:MyModel's small size (" in err.replace(str(tmp_path) + "/", "")
+    assert "stays the small model's" in err and "benched" not in err
+    steps.say_floors("its parameters", trained=True, size="small", benched=False)
+    assert "left of it the small size's): its parameters" in capsys.readouterr().out
 
 
 def test_a_log_whose_nodes_are_not_the_profiles_is_warned_of(tmp_path, capsys):

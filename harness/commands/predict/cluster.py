@@ -253,7 +253,8 @@ def run_steps(args: argparse.Namespace, chosen, profile, caps: list[float], *, d
     flops = scaling.say_step_against_peak(args, configs, setup, chosen, trained)  # the step in FLOPs: a typo shows
     predict_input.say_sequence_counted(args, configs, setup, trained, said=flops)  # a language model's tokens
     link = ClusterLink(chosen)
-    benched = "the benched model's" if trained is not None else f"the {setup['size'] if setup else ''} size's"
+    benched = ("the benched model's" if trained is not None and configs is not None  # --workload: its size profiled
+               else f"the {setup['size'] if setup else ''} size's")  # fmt: skip
     small = (f"{benched} gradients, not your model's: a cap named is theirs, the floors yours (see the warning above)"
              if smaller else "")  # fmt: skip
     said_before: set[str] = set()

@@ -153,13 +153,13 @@ def warn_not_whole_model(
         return whole != profile.grad_bytes and not alike
     trained = "the model you will train" if options is not None else ""  # its options: said with its memory, above
     full = f"; {trained or 'the full size'}'s are {mib_text(whole / 2**20)}" if whole else ""
-    size = "benched" if trained else setup["size"]
-    profiled = (f"this profile is {setup['workload']}'s {size} {'model' if trained else 'size'} "
+    size = "benched" if trained and configs is not None else setup["size"]  # --workload's: the size profiled here
+    profiled = (f"this profile is {setup['workload']}'s {size} {'model' if size == 'benched' else 'size'} "
                 f"({mib_text(profile.grad_bytes / 2**20)} of gradients{full})")  # fmt: skip
     floors = ". The floors below are the full size's communication" if whole else ""
     # benched small and counted with --train-wopt is what docs/your-model.md advises: nothing more to ask then
     advice = "" if trained else (". Profile the model you will train (--size full, on a GPU), or give the options it "
-                                 "differs by, --train-wopt KEY=VALUE, to count it from this run")  # fmt: skip
+                                 "differs by, --train-wopt KEY=VALUE, to count it on the meta device")  # fmt: skip
     console.warning((f"--local-step-ms is one GPU's step of the whole model, but {profiled}: its compute is scaled to "
                      f"your step, its communication stays the {size} model's" if scaled else
                      f"{profiled}: the steps below are the {size} model's, its compute and its communication, while "
@@ -250,7 +250,7 @@ def with_floors(frames: list, setup: dict, profile, *, configs, link, fsdp_profi
     gradients = f"{mib_text(params.grad_bytes / 2**20)} of gradients in {len(params.trained)} tensors"
     if said:  # what the floors are, once, above the table that shows them
         steps.say_floors(f"{setup['workload']}'s parameters ({gradients}, counted on the meta device)",
-                         trained=options is not None, size=setup["size"])  # fmt: skip
+                         trained=options is not None, size=setup["size"], benched=configs is not None)  # fmt: skip
     return [with_full_size_floors(frame, profile, params, link=link, world_size=int(frame["world_size"].iloc[0]),
                                   fsdp_profile=fsdp_profile, fsdp_own_s=fsdp_own_s, zero_own_s=zero_own_s)
             .assign(full_size_mb=params.grad_bytes / 2**20)

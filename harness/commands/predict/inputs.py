@@ -349,9 +349,9 @@ def say_sequence_counted(args: argparse.Namespace, configs, setup: dict | None, 
                          said: str = "") -> None:  # fmt: skip
     """With a step given (--local-step-ms) for a model whose sequence an option sets (a zoo model's seq_len) and no
     --train-wopt seq_len: one line that its tokens (the GPU-hours per tokens, the FLOPs) and activations are the run's
-    sequence's, and the flag that counts the one you train at. A walkthrough trained at 2,048 tokens a model benched
-    at 512 read 4× the GPU-hours and a quarter of the activations, unwarned (the FLOPs line at 3 %, above its 2 %).
-    Unsaid where the FLOPs line (`said`) already names the flag."""
+    sequence's (none set: the full size's default), and the flag that counts the one you train at. A walkthrough
+    trained at 2,048 tokens a model benched at 512 read 4× the GPU-hours and a quarter of the activations, unwarned
+    (the FLOPs line at 3 %, above its 2 %). Unsaid where the FLOPs line (`said`) already names the flag."""
     from harness.commands.predict.full_size import trained_source
     from harness.measure import meta_counts
 
@@ -362,5 +362,6 @@ def say_sequence_counted(args: argparse.Namespace, configs, setup: dict | None, 
     if spec.partition(":")[0] != "hf" or not (tokens := (meta_counts.flops(spec, "full", options) or {}).get(
             "tokens_per_sample")):  # fmt: skip
         return
-    console.say(f"ddpbench predict: tokens and activations are counted at the run's sequence, {tokens:,} tokens a "
+    whose = "the run's" if "seq_len" in options else "the full size's default"  # --workload's, or a run's unset
+    console.say(f"ddpbench predict: tokens and activations are counted at {whose} sequence, {tokens:,} tokens a "
                 "sample; --train-wopt seq_len=M counts the one you train at")  # fmt: skip

@@ -123,7 +123,7 @@ def floors_cap_words(cap_mb: float, tie: bool, lead: tuple[float, list[float]] =
                 f"{cap_mb:g} MiB is DDP's default")  # fmt: skip
     if not tie:
         return "the cap its floors favour"
-    whose = "DDP's default" if float(cap_mb) == DDP_DEFAULT_CAP_MB else "the benched model's answer"
+    whose = "DDP's default" if float(cap_mb) == DDP_DEFAULT_CAP_MB else "the profiled model's answer"
     return f"its floors tie at every cap, and {cap_mb:g} MiB is {whose}"
 
 

@@ -25,12 +25,14 @@ FLOORS = (("buckets", "full_size_buckets", "d"), ("all-red.", "full_size_comm_ms
 one after another and the last one's, and each strategy's floor."""
 
 
-def say_floors(parameters: str, *, trained: bool, size: str) -> None:
+def say_floors(parameters: str, *, trained: bool, size: str, benched: bool) -> None:
     """What the floors right of the table's bar are, once, above it (predict_full_size.with_floors adds them): the
     full size's (the model you will train's, `trained`) `parameters` on the profile's compute, made not measured
     (DDP's all-reduces one after another; ZeRO-1's and FSDP2's answers below say theirs; docs/clusters.md each): the
-    step's words, no cluster's, so said once over several clusters."""
-    whose, others = ("the model you will train", "benched model") if trained else ("the full size", f"{size} size")
+    step's words, no cluster's, so said once over several clusters. Left of the bar: the `benched` model (a run's)
+    or the `size` profiled here (--workload's)."""
+    whose = "the model you will train" if trained else "the full size"
+    others = "benched model" if trained and benched else f"{size} size"
     bench = "bench it (--wopt)" if trained else "bench --size full"
     say_once(f"ddpbench predict: {whose} puts floors under each step, right of | below (≥; left of it the "
              f"{others}'s): {parameters} on this compute, DDP's all-reduces one after another, the last after "
