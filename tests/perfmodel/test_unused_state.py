@@ -120,6 +120,37 @@ def test_a_forward_that_reads_a_value_is_counted_on_the_cpu_and_said_why_not_on_
     assert counted_here.counted_words(FULL, 32) == ""  # counted on the meta device: nothing to add
 
 
+def test_counting_on_the_cpu_says_so_while_it_runs(monkeypatch):
+    """A first predict of such a model was silent ~100 s behind 'predicting on dgx-h100…': a status line says why."""
+    from harness.commands.console import progress
+
+    said = []
+
+    class Seen:
+        def __init__(self, command: str) -> None:
+            said.append(command)
+
+        def show(self, what: str, **_) -> None:
+            said.append(what)
+
+        def end(self) -> None:
+            said.append("ended")
+
+    def counting(*_, **__) -> dict:
+        said.append("counting")
+        return {"activation_mb": 5.0, "activation_cpu_batches": [1, 2]}
+
+    monkeypatch.setattr(progress, "Status", Seen)
+    monkeypatch.setattr(meta_counts, "activations_on_cpu", counting)
+    meta = {"activation_mb": None, "activation_meta_error": "Tensor.item()", "param_bytes": 1024}
+    assert counted_here.with_cpu_activations(meta, "toy.py:Toy", {}, 8, "fp32")["activation_mb"] == 5.0
+    assert said == ["predict", "counting its activations on this CPU at batch 1 and 2 (the meta device cannot run its "
+                    "forward)", "counting", "ended"]  # fmt: skip
+    assert counted_here.cpu_batches_text(1) == "batch 1"  # the first batch alone: all it runs
+    said.clear()
+    assert counted_here.with_cpu_activations(FULL, "toy.py:Toy", {}, 8, "fp32") is FULL and said == []  # on meta
+
+
 def test_a_model_too_large_to_run_here_is_not_counted_on_the_cpu_and_says_why(toy):
     refused = meta_counts.activations_on_cpu(toy, "full", {}, batch_size=8, dtype="fp32", param_bytes=2**30,
                                              room=2**31)  # fmt: skip

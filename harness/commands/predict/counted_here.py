@@ -13,11 +13,28 @@ def with_cpu_activations(full: dict | None, spec: str, options: dict, batch: int
     if not full or full.get("activation_mb") is not None or not full.get("activation_meta_error"):
         return full
     from harness.commands.console.plan import available_bytes
+    from harness.commands.console.progress import Status
     from harness.measure import meta_counts
 
-    counted = meta_counts.activations_on_cpu(spec, "full", options, batch_size=batch, dtype=dtype or "fp32",
-                                             param_bytes=int(full["param_bytes"]), room=available_bytes())  # fmt: skip
+    # a first count runs the model's forward here (~100 s for a large model), the cluster's status line above it
+    status = Status("predict")
+    status.show(f"counting its activations on this CPU at {cpu_batches_text(batch)} (the meta device cannot run "
+                "its forward)")  # fmt: skip
+    try:
+        counted = meta_counts.activations_on_cpu(spec, "full", options, batch_size=batch, dtype=dtype or "fp32",
+                                                 param_bytes=int(full["param_bytes"]),
+                                                 room=available_bytes())  # fmt: skip
+    finally:
+        status.end()  # counted (or kept from a first predict): the next line is the prediction's
     return {**full, **counted}
+
+
+def cpu_batches_text(batch: int) -> str:
+    """'batch 1 and 2' (meta_counts.CPU_BATCHES), or 'batch 1' where the batch asked is the first: what it runs."""
+    from harness.measure.meta_counts import CPU_BATCHES
+
+    one, two = CPU_BATCHES
+    return f"batch {one}" if batch == one else f"batch {one} and {two}"
 
 
 def counted_words(full: dict, batch: int) -> str:
