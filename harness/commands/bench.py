@@ -330,8 +330,8 @@ def _why_lines(configs, *, confidence: float) -> tuple[list[str], str]:
     """The sentences of the configurations at the run's largest world size that have a measured gap, the
     slow rank where one was found, and which strategies' gaps could not be taken apart, and why; their heading."""
     from harness.analysis import why
-    from harness.commands.console import ending
     from harness.config.ranks import available_cpus
+    from reports.pages.notes.offset import offset_line
 
     ok = configs[(configs["status"] == "ok") & (configs["world_size"] > 1)]
     largest = ok[ok["world_size"] == ok["world_size"].max()] if not ok.empty else ok
@@ -342,7 +342,7 @@ def _why_lines(configs, *, confidence: float) -> tuple[list[str], str]:
             offset, said = [*offset, (row, said[0])], said[1:]  # its slow rank kept
         lines += said
     alone = len(offset) < 2
-    lines = ([s for _, s in offset] if alone else [ending.offset_line([row for row, _ in offset])]) + lines
+    lines = ([s for _, s in offset] if alone else [offset_line([row for row, _ in offset])]) + lines
     untimed = largest[largest["gap_ms"].isna() & ~largest["baseline"].astype(bool) & largest["comm_note"].notna()]
     by_note: dict[str, list[str]] = {}  # stock and zero share DDP's reason, 330 characters: said once for both
     for impl, notes in untimed.groupby("impl")["comm_note"]:

@@ -1,5 +1,6 @@
-"""A bench run's last words (harness.commands.console.ending): the sentences that all say 'runs faster than local …
-cannot tell what data parallelism costs it' said once, and the answer line last."""
+"""A bench run's last words (harness.commands.console.ending; reports.pages.notes.offset's sentence, the run page's
+too): the sentences that all say 'runs faster than local … cannot tell what data parallelism costs it' said once, and
+the answer line last."""
 
 import shutil
 from pathlib import Path
@@ -8,6 +9,7 @@ import pandas as pd
 
 from harness.analysis import why
 from harness.commands.console import ending
+from reports.pages.notes import offset
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 
@@ -21,7 +23,7 @@ def test_rows_faster_than_local_though_exposed_are_said_in_one_line_with_their_r
     # a walkthrough's four: each 'runs faster than local (…), though … ms a step is exposed communication'
     rows = [_row("naive", 940.0, -60.0, 369.2), _row("flat", 450.0, -550.0, 149.4)]
     assert all(why.offset_exposed_ms(row) is not None for row in rows)
-    line = ending.offset_line(rows)
+    line = offset.offset_line(rows)
     assert line.startswith("naive and flat at 2 ranks run at 0.45–0.94× local's mean step, though 149–369 ms")
     assert "cannot tell what data parallelism costs them" in line
 
@@ -49,3 +51,18 @@ def test_a_run_with_no_strategy_to_deploy_measured_has_no_answer_yet(tmp_path, m
         ending.answer_line(tmp_path)
         == "no answer yet: nothing measured (the run page says what each configuration did)"
     )
+
+
+def test_the_run_page_says_the_offset_sentences_once_a_world_size_as_the_console_does():
+    """The run page gave 'runs faster than local … cannot tell what data parallelism costs it' once per strategy:
+    now one sentence per world size where two or more are offset, in the first one's place, slow ranks kept."""
+    rows = pd.DataFrame([{**_row(impl, step, gap, exposed), "workload": "mlp", "world_size": world}
+                         for impl, step, gap, exposed, world in (
+                             ("naive", 940.0, -60.0, 369.2, 2), ("bucketed", 1300.0, 300.0, 200.0, 2),
+                             ("flat", 450.0, -550.0, 149.4, 2), ("flat", 460.0, -540.0, 150.0, 2),  # a slow-rank repeat
+                             ("naive", 900.0, -100.0, 300.0, 4))])  # fmt: skip
+    lines = [[f"{row['impl']} w{row['world_size']} sentence"] + ["its slow rank"] * (i == 3)
+             for i, (_, row) in enumerate(rows.iterrows())]  # fmt: skip
+    said = offset.said_once(rows, lines)
+    assert said[0].startswith("naive and flat at 2 ranks run at 0.45–0.94× local's mean step")  # flat named once
+    assert said[1:] == ["bucketed w2 sentence", "its slow rank", "naive w4 sentence"]  # one offset at 4: its own

@@ -34,6 +34,7 @@ from reports.figures.captions import (
 )
 from reports.pages import alerts, pooled
 from reports.pages.html import HEADING_NAME, FigureList, esc, format_number, name_html, shared_link, table
+from reports.pages.notes import offset
 from reports.pages.run import takeaways
 
 
@@ -222,7 +223,8 @@ def time_section(run: RunData, workloads: list[str], figs: FigureList) -> str:
 
 
 def why_slower(run: RunData, workload: str, figs: FigureList) -> list[str]:
-    """The gap over local taken apart, as a figure and a sentence per configuration (harness.analysis.why)."""
+    """The gap over local taken apart, as a figure and a sentence per configuration (harness.analysis.why); those
+    whose launches cannot tell their cost in one sentence a world size, as the console's (notes.offset)."""
     rows = why.typical_repeats(run.configs[run.configs["workload"] == workload])  # one per configuration
     figure = gapfigures.gap_breakdown(aggregate.with_labels(rows), workload=workload)
     if figure is None:
@@ -230,8 +232,10 @@ def why_slower(run: RunData, workload: str, figs: FigureList) -> list[str]:
     cores = usable_cores(run.meta.get("environment") or {})
     same = run.configs[run.configs["workload"] == workload]
     level = pooled.run_confidence(run.meta)  # the verdicts': a smaller cap's lead said decided or open as they say it
-    said = [line for _, row in rows.sort_values("config_id").iterrows()
-            for line in why.lines(row, same, cores=cores, confidence=level)]  # fmt: skip
+    rows = rows.sort_values("config_id")
+    said = offset.said_once(
+        rows, [why.lines(row, same, cores=cores, confidence=level) for _, row in rows.iterrows()]
+    )  # the offset ones' sentence once, as the console's
     items = "".join(f"<li>{esc(line)}</li>" for line in said)
     note = GAP_REPEATS if aggregate.has_repeats(run.configs) else ""
     return [figs.add(figure, CAPTIONS["gap"] + note), f"<ul class=why>{items}</ul>" if items else ""]
