@@ -122,16 +122,25 @@ class NearZeroSteps:
         self.eps, self.lr = group.get("eps"), group["lr"]
         self.names = {id(p): name for name, p in model.named_parameters()}
         self.steps: dict[str, torch.Tensor] = {}
+        self.was_large: dict[str, torch.Tensor] = {}
 
     def count(self, model: nn.Module, scale: float) -> None:
-        """One step's gradients, `scale` times their true size (fp16's loss scale, 1 otherwise)."""
+        """One step's gradients, `scale` times their true size (fp16's loss scale, 1 otherwise). A step counts only
+        where no earlier step's gradient was beyond rounding: once one was, Adam's second moment keeps it (√v̂ ≫ eps
+        for the steps a run takes), and a gradient near zero moves the update by its rounding alone, not by lr."""
         if self.eps is None:
             return
         for p in model.parameters():
             if p.grad is not None:
-                size = p.grad.abs()
-                near = size.le(NEAR_ZERO_EPS * self.eps * scale).logical_and_(size.gt(0)).to(torch.uint8)
-                name = self.names[id(p)]
+                size, name = p.grad.abs(), self.names[id(p)]
+                large = size.gt(NEAR_ZERO_EPS * self.eps * scale)
+                before = self.was_large.get(name)
+                near = large.logical_not().logical_and_(size.gt(0))
+                if before is not None:
+                    near.logical_and_(before.logical_not())
+                    large.logical_or_(before)
+                self.was_large[name] = large
+                near = near.to(torch.uint8)
                 self.steps[name] = near if name not in self.steps else self.steps[name].add_(near)
 
     def result(self) -> SignLike | None:

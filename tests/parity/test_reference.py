@@ -241,3 +241,15 @@ def test_adamw_turns_a_gradient_summed_in_another_order_into_a_share_of_lr_allow
     assert outcome.within_tolerance and outcome.allowed == pytest.approx(atol + 1e-4 * 5e-4 + 2e-3)
     elsewhere = {"weight": actual["weight"] + torch.tensor([[0.0, 5e-4]])}  # the same difference where it is not
     assert not reference.compare(elsewhere, expected, sign_like=sign_like).within_tolerance
+
+
+def test_a_gradient_near_zero_after_a_large_one_is_no_sign_like_step():
+    """Once an element's gradient was beyond rounding, Adam's second moment keeps it: a later gradient near zero then
+    moves the update by its rounding alone (AdamW on 1.0, 0.5, then ±3e-8 differs by 0.0), so it earns no 2·lr."""
+    model = torch.nn.Linear(2, 1, bias=False)
+    optimizer = OPTIMIZERS["adamw"][0](model.parameters(), lr=OPTIMIZERS["adamw"][1])
+    counter = reference.NearZeroSteps(model, optimizer)
+    for grad in ([1.0, 3e-8], [3e-8, 3e-8], [0.0, -3e-8]):
+        model.weight.grad = torch.tensor([grad])
+        counter.count(model, 1.0)
+    assert counter.result().steps["weight"].tolist() == [[0, 3]]

@@ -116,8 +116,15 @@ def test_under_adamw_the_cached_references_allowance_passes_a_right_training_and
     reference to the verdict, and leaves a training at twice the rate failing."""
     import torch
 
+    from harness.parity import reference
+
+    judged_with, compare = [], reference.compare
+    monkeypatch.setattr(
+        reference, "compare", lambda *a, **k: judged_with.append(k.get("sign_like")) or compare(*a, **k)
+    )
     config = BenchConfig(gpus=1, impls=("stock",), size="tiny", steps=1, warmup=3, baseline=False, optimizer="adamw")
     worker.run_configurations(plan_for(tmp_path / "right", expand(config, device="cpu")), single_rank)
+    assert judged_with and all(isinstance(s, reference.SignLike) for s in judged_with)  # the verdict is given it
     train_at_twice_the_rate(monkeypatch)
     worker.run_configurations(plan_for(tmp_path / "wrong", expand(config, device="cpu")), single_rank)
     verdicts = [store.read_configs(tmp_path / run)["parity_ok"].tolist() for run in ("right", "wrong")]
