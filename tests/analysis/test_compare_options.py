@@ -84,7 +84,8 @@ def test_the_warning_says_why_no_pair_was_made_and_names_the_flag_only_where_it_
     caps = [("stock", '{"bucket_cap_mb": 1.0}', "mlp", 1), ("stock", '{"bucket_cap_mb": 5.0}', "mlp", 1)]
     said = compare._nearest_in_new(caps[0], [("stock", VIEW, "mlp", 1)], names, caps)
     assert (
-        said == "NEW has stock only at gradient_as_bucket_view=True (BASE has it at 2 settings: none paired by itself)"
+        said == "NEW has stock only at gradient_as_bucket_view=True; with 2 settings of it in BASE, this one is paired "
+        "with none"
     )
     naive = [("naive", "{}", "mlp", 1), ("local", "{}", "mlp", 1)]  # the baseline aside: one strategy a side
     said = compare._nearest_in_new(caps[0], naive, names, caps[:1])

@@ -49,7 +49,7 @@ def test_the_stand_in_in_base_is_judged_against_plain_stock_in_new_and_the_other
     assert list(frame.loc[frame["impl"] == "stock", "paired"]) == [reverse, reverse]
     _, missing = compare.without_counterpart(results / "bucket_sweep", results / "cpu_run")
     assert "w1 mlp/tiny stock bucket_cap_mb=5: not compared, no ok result in NEW (NEW has stock only at its " \
-           "defaults (BASE has it at 3 settings: none paired by itself))" in missing  # fmt: skip
+           "defaults; with 3 settings of it in BASE, this one is paired with none)" in missing  # fmt: skip
     assert not any("bucket_cap_mb=25" in line for line in missing)
 
 

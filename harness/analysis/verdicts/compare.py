@@ -232,15 +232,15 @@ def _paired(words: str, base: pd.DataFrame, new: pd.DataFrame) -> dict:
 
 def _nearest_in_new(key: tuple, new_keys: list[tuple], names: list[str], base_keys: list[tuple] = ()) -> str:
     """'not in NEW'; 'NEW has stock only at bucket_cap_mb=1, 5' (other options; where BASE's several settings kept
-    it from a pair, said); 'NEW ran it only as naive' where each run has one strategy (the baseline aside) at that
+    this one from a pair, said); 'NEW ran it only as naive' where each run has one strategy (the baseline aside) at that
     setup, with the flag that judges it; or 'NEW ran it with dtype fp32, not bf16' (one setting changed): another
     workload or world size is another configuration, not this one."""
     if "impl_options" in names:  # (across strategies options are not matched)
         i, o = names.index("impl"), names.index("impl_options")
         if others := [k[o] for k in new_keys if k[:o] + k[o + 1 :] == key[:o] + key[o + 1 :]]:
             own = [k for k in base_keys if k[:o] + k[o + 1 :] == key[:o] + key[o + 1 :]]
-            return f"NEW has {key[i]} only at {settings_words(others)}" + (
-                f" (BASE has it at {len(own)} settings: none paired by itself)" if len(own) > 1 else "")  # fmt: skip
+            several = f"; with {len(own)} settings of it in BASE, this one is paired with none" if len(own) > 1 else ""
+            return f"NEW has {key[i]} only at {settings_words(others)}{several}"
         if across := _across_only(key, new_keys, base_keys, i, o):
             return f"NEW ran it only as {across}; compare --across-strategies judges one strategy against another"
     for other in new_keys:
