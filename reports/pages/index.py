@@ -189,8 +189,8 @@ def index_page(
     rows = [[f'<a href="runs/{esc(quote(r["page"]))}.html">{esc(r["run_id"])}</a><br><small>{esc(r["started_at"])}'
              f"</small>{_whatif_link(r, shared)}", r["fastest"], r["machine"], r["strategies"], r["status"],
              comparison_links(r["page"], comparisons)] for r in runs]  # fmt: skip
-    head = ["run", "leading strategy to deploy as measured on the run's machine (largest world size, step: "
-            "geometric mean of repeats; 'fastest' where decided)",
+    head = ["run", "leading strategy as measured on the run's machine (one to deploy where one was measured; largest "
+            "world size; step: geometric mean of repeats; 'fastest' where decided)",
             "machine", "strategies", "configurations", "comparisons (BASE → NEW)"]  # fmt: skip
     listing = (
         table(head, rows)
