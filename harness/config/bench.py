@@ -122,9 +122,10 @@ class BenchConfig:
     )
     ladder: bool = flag(
         True,
-        "run --gpus ranks only (per node), not the ladder 1, 2, 4, … below it: --gpus 2 launches half as many "
-        "ranks; then nothing measures one rank, so scaling_efficiency and scaling_efficiency_vs_local are null "
-        "(parity, speedup_vs_local and the gap_* columns need no other world size)",
+        "run --gpus ranks only (per node), not the ladder 1, 2, 4, … below it: --gpus 2 makes half as many "
+        "configurations in half as many launches; then nothing measures one rank, so scaling_efficiency and "
+        "scaling_efficiency_vs_local are null (parity, speedup_vs_local and the gap_* columns need no other world "
+        "size)",
         name="--largest-only",
         negative=True,
     )
