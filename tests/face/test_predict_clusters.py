@@ -511,3 +511,12 @@ def test_a_bad_clusters_batch_or_step_is_refused_in_one_line(tmp_path, capsys, f
     captured = capsys.readouterr()
     assert captured.out == "" and captured.err.count("\n") == 1 and error in captured.err
     assert not out.exists()
+
+
+def test_a_gpu_count_that_fits_no_node_is_refused_before_a_workload_is_profiled(monkeypatch, capsys):
+    """A reviewer's `predict --workload mlp --gpus 12 --cluster dgx-h100` measured a profile, then refused."""
+    from harness.commands.predict import command
+
+    monkeypatch.setattr(command, "_fresh_setup", lambda *a, **k: pytest.fail("profiled before the refusal"))
+    assert cli.main(["predict", "--workload", "mlp", "--size", "tiny", "--gpus", "12", "--cluster", "dgx-h100"]) == 2
+    assert "--gpus 12: it does not fit dgx-h100's nodes of 8 GPUs" in capsys.readouterr().err

@@ -63,7 +63,9 @@ def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
     # measured (a minute on a busy CPU); everything about the run before a word about the cluster
     run_dir = inputs.resolve(args.run, args.results_dir) if args.run else None
     if len(args.clusters) == 1 and args.clusters[0]:  # one profile ([None]: --nccl-tests alone; several: read)
-        profiles.load(args.clusters[0])
+        chosen = profiles.load(args.clusters[0])
+        if args.gpus and not counts.is_collective_table(args):  # a count that fits no node: before a profile
+            counts.gpu_counts(args, chosen)
     for flag, text, kept in (("--cluster", typed, args.clusters), ("--caps", args.caps, caps)):
         if text and kept:  # said once nothing more is refused: a refusal is its one line
             console.note_repeated(flag, text, kept)
