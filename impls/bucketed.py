@@ -23,6 +23,10 @@
 - `sync_gradients()` starts what is left (a parameter without a gradient counts as zeros),
   waits, and makes every .grad a view into its reduced bucket: no copy back. As with DDP's
   gradient_as_bucket_view, a .grad kept across steps is overwritten by the next reduction.
+- A parameter the loss did not use (no gradient on this rank this step) is refused, as DDP refuses
+  it, unless `find_unused_parameters`: then, as DDP with it, the ranks all-reduce which parameters
+  had a gradient (one small extra collective a step), and one that had none on any rank keeps
+  .grad None, so the optimizer skips it (Adam would move a zero gradient's parameter by its momentum).
 - Gradients must be dense (no sparse embeddings), as with the buckets of DDP.
 """
 
@@ -110,6 +114,12 @@ class Bucketed(StrategyDefaults):
         "Broadcast rank 0's buffers (e.g. BatchNorm statistics) before a forward when DDP would: before each"
         " forward that follows one with gradients enabled outside no_sync (and before the first).",
     )
+    find_unused_parameters: bool = option(
+        False,
+        "Allow parameters the loss does not use: all-reduce which had a gradient each step and leave .grad None "
+        "on those none had (as DDP's option); unset: such a model is refused, as DDP refuses it.",
+    )
+    model_needs: ClassVar[tuple[str, ...]] = ("find_unused_parameters",)
 
     _params: list[nn.Parameter] = dataclasses.field(default_factory=list, init=False, repr=False)
     _names: list[str] = dataclasses.field(default_factory=list, init=False, repr=False)
@@ -228,18 +238,40 @@ class Bucketed(StrategyDefaults):
 
     @torch.no_grad()
     def sync_gradients(self) -> None:
+        pairs = zip(self._slots, self._params, strict=True)
+        used_here = [slot.ready_step == self._step or p.grad is not None for slot, p in pairs]  # or left by no_sync
         self._stage_missing_gradients()
         self._launch_ready_buckets()
+        used = self._used_on_any_rank(used_here)  # after every bucket: collectives pair up in launch order
         for bucket in self._buckets:
             bucket.work.wait()
             bucket.work = None
             bucket.pending = len(bucket.params)
             point_grads_at_views(bucket.params, bucket.views)
+            for i, p in zip(bucket.indices, bucket.params, strict=True):
+                if not used[i]:
+                    p.grad = None  # as DDP's find_unused_parameters: no gradient anywhere, no optimizer step
         self._next_launch = 0
         self._step += 1
         if self._readiness is not None:  # the first step has shown the order gradients arrive in
             readiness, self._readiness = self._readiness, None
             self._rebuild_in_readiness_order(readiness)
+
+    def _used_on_any_rank(self, used_here: list[bool]) -> list[bool]:
+        """Which parameters had a gradient on some rank this step. Without find_unused_parameters every one
+        must have had one here (no collective is spent asking the others); a missing one is refused, as by DDP."""
+        if not self.find_unused_parameters:
+            unused = [name for name, had in zip(self._names, used_here, strict=True) if not had]
+            if unused:
+                shown = ", ".join(unused[:3]) + (f" and {len(unused) - 3} more" if len(unused) > 3 else "")
+                raise RuntimeError(
+                    f"bucketed: the loss did not use some of the model's parameters ({shown}); "
+                    "--opt find_unused_parameters=true lets bucketed run such a model, as it lets DDP"
+                )
+            return used_here
+        mask = torch.tensor(used_here, dtype=torch.int32, device=self._params[0].device)
+        dist.all_reduce(mask)
+        return [bool(n) for n in mask.tolist()]
 
     def _stage_missing_gradients(self) -> None:
         """Parameters whose hook did not fire this step: a gradient left from no_sync, or zeros."""

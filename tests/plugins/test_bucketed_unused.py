@@ -1,0 +1,106 @@
+"""`bucketed` with a branch the loss sometimes leaves unused (a mixture-of-experts' idle expert, in small):
+refused by default, as DDP refuses it; with find_unused_parameters a parameter no rank used keeps .grad None,
+so Adam leaves it where it is, as with DDP's find_unused_parameters and as in the single-process reference."""
+
+from __future__ import annotations
+
+import functools
+
+import pytest
+import torch
+import torch.distributed as dist
+from dist_helpers import CLASSES, FEATURES, TinyClassification, run_in_process_group
+from torch import nn
+
+import impls
+from harness.measure.training import OPTIMIZERS, build_model, make_batch
+from harness.parity import reference as parity
+
+SEED, BATCH, STEPS = 7, 4, 4
+ADAM, ADAM_LR = OPTIMIZERS["adam"]  # has momentum: a zero gradient still moves a parameter, a None one does not
+CPU = torch.device("cpu")
+
+
+class UnusedBranch(nn.Module):
+    """`extra` joins the output only while `use_extra` is set."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.main = nn.Linear(FEATURES, CLASSES)
+        self.extra = nn.Linear(FEATURES, CLASSES)
+        self.use_extra = True
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.main(x) + self.extra(x) if self.use_extra else self.main(x)
+
+
+def uses_extra(rank: int, step: int) -> bool:
+    """Used by every rank in step 0, by rank 0 alone in step 1, by none after: idle, then idle everywhere."""
+    return step == 0 or (step == 1 and rank == 0)
+
+
+def train_bucketed(**options) -> dict[str, torch.Tensor] | str:
+    workload = TinyClassification(model=UnusedBranch)
+    strategy = impls.create("bucketed", **options)
+    model = strategy.wrap(build_model(workload, seed=SEED, device=CPU))
+    optimizer = ADAM(model.parameters(), lr=ADAM_LR)
+    rank = dist.get_rank()
+    for step in range(STEPS):
+        model.use_extra = uses_extra(rank, step)
+        batch = make_batch(workload, batch_size=BATCH, seed=SEED, rank=rank, step=step, device=CPU)
+        workload.loss(model, batch).backward()
+        try:
+            strategy.sync_gradients()
+        except RuntimeError as exc:
+            return str(exc)
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+    return parity.parameters_on_cpu(model)
+
+
+def observe() -> dict[str, object]:
+    observations: dict[str, object] = {"allowed": train_bucketed(find_unused_parameters=True)}
+    if dist.get_world_size() == 1:  # with more ranks, one refusing leaves the others in a collective
+        observations["refused"] = train_bucketed()
+    return observations
+
+
+def reference(world_size: int, *, zero_fill: bool) -> dict[str, torch.Tensor]:
+    """One process over every rank's batch; `zero_fill` gives a gradient no rank had zeros (the bug) instead of None."""
+    workload = TinyClassification(model=UnusedBranch)
+    model = build_model(workload, seed=SEED, device=CPU)
+    optimizer = ADAM(model.parameters(), lr=ADAM_LR)
+    for step in range(STEPS):
+        for rank in range(world_size):
+            model.use_extra = uses_extra(rank, step)
+            batch = make_batch(workload, batch_size=BATCH, seed=SEED, rank=rank, step=step, device=CPU)
+            workload.loss(model, batch).backward()
+        for p in model.parameters():
+            if p.grad is not None:
+                p.grad.div_(world_size)
+            elif zero_fill:
+                p.grad = torch.zeros_like(p)
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+    return parity.parameters_on_cpu(model)
+
+
+@pytest.fixture(scope="module")
+def observed():
+    return functools.cache(lambda world_size: run_in_process_group(observe, world_size=world_size))
+
+
+@pytest.mark.parametrize("world_size", [1, 2])
+def test_a_parameter_no_rank_used_keeps_no_gradient_so_adam_leaves_it(observed, world_size):
+    expected = reference(world_size, zero_fill=False)
+    for r in observed(world_size):
+        assert parity.compare(r["allowed"], expected).within_tolerance
+    # The check can fail: zero gradients for the idle branch (what bucketed did) move it by Adam's momentum.
+    zero_filled = reference(world_size, zero_fill=True)
+    assert not torch.allclose(zero_filled["extra.weight"], expected["extra.weight"])
+
+
+def test_without_find_unused_parameters_the_unused_branch_is_refused_in_one_line_naming_it(observed):
+    refused = observed(1)[0]["refused"]
+    assert isinstance(refused, str) and "\n" not in refused
+    assert "extra.weight" in refused and "--opt find_unused_parameters=true" in refused
