@@ -596,8 +596,9 @@ def test_torchvision_names_read_another_way_are_left_to_the_import(tmp_path, mon
 @pytest.mark.parametrize(
     ("name", "said"),
     [
-        ("Missing", "models.py defines no 'Missing' (it defines: Explodes, NoLoss, NoParameters, OwnSize, Sized, "
-                    "TupleLoss, factory)"),
+        ("Missing", "models.py defines no 'Missing' (its classes with build_model(): Explodes, NoLoss, NoParameters, "
+                    "OwnSize, Sized, TupleLoss)"),  # once also its helper functions
+        ("sized", "models.py defines no 'sized'; did you mean 'Sized'? (its classes with build_model(): "),
         ("NoLoss", "models.py:NoLoss lacks loss (a workload defines build_model(), make_batch(batch_size, *, device, "
                    "generator), loss(model, batch))"),
         ("NOT_CALLABLE", "models.py:NOT_CALLABLE is not a class or a factory (it is a int)"),
@@ -605,8 +606,8 @@ def test_torchvision_names_read_another_way_are_left_to_the_import(tmp_path, mon
                          "gradient: data parallelism has nothing to train or synchronise"),  # once StopIteration
         ("TupleLoss", "models.py:TupleLoss.loss() returned a tuple, not a scalar tensor"),  # once every row failed
         ("Plain", "models.py:Plain is an nn.Module (a model), not a workload: name the class whose build_model() "
-                  "returns it (models.py defines: Explodes, NoLoss, NoParameters, OwnSize, Sized, TupleLoss, factory; "
-                  "a workload defines build_model(), "),  # once 'missing 1 required positional argument: 'width''
+                  "returns it (its classes with build_model(): Explodes, NoLoss, NoParameters, OwnSize, Sized, "
+                  "TupleLoss)"),  # once 'missing 1 required positional argument: 'width''
         ("Sized", "models.py:Sized() cannot be built: TypeError: Sized.__init__() missing 1 required positional "
                   "argument: 'width'; give it with --wopt width=N\n"),
     ],

@@ -9,6 +9,7 @@ Every rank imports the file again from its absolute path (torchrun starts fresh 
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import importlib
 import importlib.util
@@ -95,18 +96,35 @@ def load_module(name: str) -> Any:
 
 
 def _defined(module: Any, name: str, shown: str) -> Any:
-    public = sorted(n for n, v in vars(module).items() if not n.startswith("_") and callable(v)
-                    and getattr(v, "__module__", None) == module.__name__ and not _is_model(v))  # fmt: skip
+    workloads = _workload_classes(module)
     if not hasattr(module, name):
-        raise ConfigError(f"{shown} defines no {name!r} (it defines: {', '.join(public) or 'nothing callable'})")
+        raise ConfigError(f"{shown} defines no {name!r}{_nearest(name, workloads)} ({_listed(workloads)})")
     value = getattr(module, name)
     if not callable(value):
         raise ConfigError(f"{shown}:{name} is not a class or a factory (it is a {type(value).__name__})")
     if _is_model(value):  # the model itself, whose constructor's arguments are no workload's
         raise ConfigError(f"{shown}:{name} is an nn.Module (a model), not a workload: name the class whose "
-                          f"build_model() returns it ({shown} defines: {', '.join(public) or 'none'}; a workload "
-                          f"defines {FORM})")  # fmt: skip
+                          f"build_model() returns it{_nearest(name, workloads)} ({_listed(workloads)})")  # fmt: skip
     return value
+
+
+def _workload_classes(module: Any) -> list[str]:
+    """The classes the file itself defines that could be a workload (they have build_model): not its helpers."""
+    return sorted(n for n, v in vars(module).items() if not n.startswith("_") and inspect.isclass(v)
+                  and getattr(v, "__module__", None) == module.__name__ and hasattr(v, "build_model"))  # fmt: skip
+
+
+def _nearest(name: str, workloads: list[str]) -> str:
+    """'; did you mean 'UNetWorkload'?': the workload class nearest the name, case aside ('Unet' for UNetWorkload)."""
+    lowered = {w.lower(): w for w in workloads}
+    near = difflib.get_close_matches(name.lower(), lowered, n=1, cutoff=0.4)
+    return f"; did you mean {lowered[near[0]]!r}?" if near else ""
+
+
+def _listed(workloads: list[str]) -> str:
+    if workloads:
+        return f"its classes with build_model(): {', '.join(workloads)}"
+    return f"it defines no class with build_model(); a workload defines {FORM}"
 
 
 def _is_model(value: Any) -> bool:
