@@ -4,6 +4,8 @@ size that does and the predict that counts the one to train from its run (`bench
 
 from __future__ import annotations
 
+import re
+
 
 def parameter_count(spec: str, size: str, options: dict | None = None, *, count: bool = False):
     """The parameters of workload `spec` at `size` with `options`, counted on the meta device (nothing allocated,
@@ -128,10 +130,17 @@ def _short(name: str, size: str, options: dict) -> bool:
     return not isinstance(count, str) and count <= SHORT_PARAMETERS and not too_large_here(name, size, options)
 
 
+COUNTS_OF_KINDS = re.compile(r"(experts?|heads?|groups?|top_?k|per_tok)$", re.IGNORECASE)
+"""Options that count a model's parallel parts (experts, attention heads, groups, experts a token routes to): halving
+them changes the model's kind, not its size (a 300M MoE's 8 experts halved to 2 lost its idle experts), so a file
+of yours is benched smaller by its widths and depth alone."""
+
+
 def _halved_to_fit(name: str, options: dict, *, most: int = 10) -> dict | None:
-    """The whole-number options of a file of yours halved together (to 1 at least) until it is `_short`; None where
-    none are given, or halving them does not make it so (or it cannot be built)."""
-    counted = {key: value for key, value in options.items() if isinstance(value, int) and not isinstance(value, bool)}
+    """The whole-number options of a file of yours, but its COUNTS_OF_KINDS, halved together (to 1 at least) until
+    it is `_short`; None where none are given, or halving them does not make it so (or it cannot be built)."""
+    whole = {key: value for key, value in options.items() if isinstance(value, int) and not isinstance(value, bool)}
+    counted = {key: value for key, value in whole.items() if not COUNTS_OF_KINDS.search(key)}
     for _ in range(most if counted else 0):
         counted = {key: max(1, value // 2) for key, value in counted.items()}
         halved = {**options, **counted}

@@ -532,3 +532,19 @@ def test_a_clusters_table_its_refusals_and_its_profile_import_neither_torch_nor_
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.splitlines()[-1] == "[0, 2, 2, 0] []"
     assert "--cluster 'dgx-nosuch' is neither" in done.stderr and f"--run {missing!r} is not" in done.stderr
+
+
+def test_a_file_of_yours_is_benched_smaller_by_its_widths_and_depth_never_its_counts_of_experts_or_heads(monkeypatch):
+    """A 300M MoE file's 'bench it smaller' halved n_experts 8 to 2 and heads 16 to 4: a model whose idle experts
+    were gone, another kind than the one to train. Its widths and depth halve; its counts of parallel parts stay."""
+    from harness.commands import fits_here
+
+    monkeypatch.setattr(
+        fits_here, "parameter_count", lambda name, size, options: options["d_model"] * options["layers"]
+    )
+    monkeypatch.setattr(fits_here, "_short", lambda name, size, options: options["d_model"] <= 256)
+    given = {"d_model": 1024, "layers": 16, "head_dim": 64, "n_experts": 8, "heads": 16, "num_attention_heads": 16,
+             "top_k": 2, "num_experts_per_tok": 2, "n_groups": 4, "bias": True, "act": "gelu"}  # fmt: skip
+    halved = fits_here._halved_to_fit("mine.py:MoE", given)
+    widths = {"d_model": 256, "layers": 4, "head_dim": 16}
+    assert halved == {**given, **widths}
