@@ -210,7 +210,9 @@ def _describe_workload(name: str, counts: dict, options: dict, inputs: dict | No
                 console.say(f"  --wopt {option.name}={option.default}: {option.doc}")
     else:
         said = workloads.resolve(name).options_said
-        said = (said() if callable(said) else said) or "its configuration's fields or its keyword arguments"
+        said = (
+            said(options) if callable(said) and yours else said() if callable(said) else said
+        ) or "its configuration's fields or its keyword arguments"
         console.say(f"  --wopt: {said} (docs/your-model.md)")
     full = counts.get("full")
     too_large = too_large_here(name, "full", options) if full is not None and not isinstance(full, str) else ""

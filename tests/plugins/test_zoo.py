@@ -392,9 +392,14 @@ def test_a_user_class_may_take_an_option_named_size(user_file, capsys):
     assert workloads.create(f"{user_file}:OwnSize", size="tiny", options={"size": 7}).build_model().in_features == 7
     assert cli.main(["list", f"{user_file}:OwnSize", "--wopt", "size=7"]) == 0
     out = capsys.readouterr().out
-    assert "16 parameters" in out and "  --wopt: its keyword arguments, size=3 (docs/your-model.md)\n" in out
+    assert (
+        "16 parameters" in out
+        and "  --wopt: its keyword arguments in effect, size=7 (--wopt) (docs/your-model.md)\n" in out
+    )  # once size=3
     assert cli.main(["list", f"{user_file}:Sized", "--wopt", "width=7"]) == 0
-    assert "  --wopt: its keyword arguments, width (required) (docs/your-model.md)\n" in capsys.readouterr().out
+    assert (
+        "  --wopt: its keyword arguments in effect, width=7 (--wopt) (docs/your-model.md)\n" in capsys.readouterr().out
+    )
 
 
 def test_the_example_file_runs_as_a_workload_from_any_folder(tmp_path, monkeypatch):

@@ -49,7 +49,7 @@ def source(left: str, name: str) -> Source:
                     path=str(origin) if origin else None, sha256=file_hash(origin) if origin else None,
                     check_options=lambda options: _check_keywords(maker, options, f"{shown}:{name}"),
                     check_workload=lambda workload: _check_trainable(workload, f"{shown}:{name}"),
-                    options_said=f"its keyword arguments, {', '.join(keyword_arguments(maker)) or 'none'}")  # fmt: skip
+                    options_said=lambda given=None: _keywords_said(maker, given or {}))  # fmt: skip
     if _takes_no_arguments(maker):  # else its options come with the run, and `create` checks it then
         wrap(make(maker, {}, source.name), source.name, size="tiny")
     return source
@@ -159,15 +159,23 @@ def _placeholder(annotation: Any) -> str:
     return {int: "N", "int": "N", float: "X", "float": "X"}.get(annotation, "VALUE")
 
 
-def keyword_arguments(maker: Any) -> list[str]:
-    """The keyword arguments a class or factory takes (its `--wopt` options) with their defaults, those it requires
-    marked so: what `list` says of them."""
+def _keywords_said(maker: Any, given: dict) -> str:
+    """'its keyword arguments in effect, vocab=4096, d_model=1024 (--wopt), …': what `list` says of them."""
+    return f"its keyword arguments in effect, {', '.join(keyword_arguments(maker, given)) or 'none'}"
+
+
+def keyword_arguments(maker: Any, given: dict | None = None) -> list[str]:
+    """The keyword arguments a class or factory takes (its `--wopt` options) with the values in effect: `given`'s
+    marked (--wopt), else their defaults, those it requires and lacks marked so (a 300M MoE's list once showed its
+    defaults beside the --wopt that made it 300M)."""
+    given = given or {}
     try:
         parameters = inspect.signature(maker).parameters.values()
     except (TypeError, ValueError):
         return []
     keywords = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
-    return [f"{p.name}={p.default!r}" if p.default is not p.empty else f"{p.name} (required)"
+    return [f"{p.name}={given[p.name]!r} (--wopt)" if p.name in given
+            else f"{p.name}={p.default!r}" if p.default is not p.empty else f"{p.name} (required)"
             for p in parameters if p.kind in keywords]  # fmt: skip
 
 
