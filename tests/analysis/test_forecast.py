@@ -189,6 +189,19 @@ def test_a_forecast_is_said_to_ten_seconds_past_ninety():
     from harness.commands.console.forecast import minutes_text
 
     assert [minutes_text(s) for s in (42.4, 149.5, 180.0, 7200.0)] == ["42 s", "2 min 30 s", "3 min", "2.0 h"]
+    assert [minutes_text(s) for s in (6e-05, 0.09, 0.3, 0.96)] == ["under 0.1 s", "under 0.1 s", "0.3 s", "1 s"]
+
+
+def test_a_floor_under_a_second_is_said_so_not_as_a_figure_no_one_times(capsys, monkeypatch, tmp_path):
+    """A tiny model's dry run said 'at least 6e-05 s of steps'."""
+    from harness.commands.console import forecast
+    from harness.measure import pace
+
+    monkeypatch.setattr(pace, "cpu_flops_per_s", lambda threads, dtype="fp32": 1e15)
+    monkeypatch.setattr(pace, "cpu_copy_bytes_per_s", lambda threads, nbytes: 1e15)
+    monkeypatch.setattr(forecast, "available_cpus", lambda: 2)
+    say_forecast([planned("stock", 2)], tmp_path / "none")
+    assert capsys.readouterr().out.startswith("ddpbench: a floor under 0.1 s of steps (the configuration, by their ")
 
 
 def test_another_machines_run_or_a_summary_without_its_split_measures_no_fixed_cost(results):

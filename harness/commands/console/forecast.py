@@ -12,7 +12,7 @@ import dataclasses
 from pathlib import Path
 
 from harness.commands.console import fixed_cost_parts, say, warning
-from harness.commands.console.forecast_notes import fixed_cost_here, minutes_text, say_load, say_narrower
+from harness.commands.console.forecast_notes import at_least_text, fixed_cost_here, minutes_text, say_load, say_narrower
 from harness.commands.console.progress import Status
 from harness.config.bench import RESULTS
 from harness.config.ranks import available_cpus
@@ -125,7 +125,8 @@ def _say_rounds(configurations, results, auto: Auto, *, about: str, alone: str =
         history = f"; {minutes_text(earlier_s)} as earlier {which} here repeated {some} ({reps})"
     else:
         history = "; no earlier --repeats auto run here measured them (the rounds they took)"
-    fewest = f"{about} {minutes_text(fewest_s)}{alone} (2 repeats each"
+    lead = at_least_text(fewest_s) if about == "at least" else f"{about} {minutes_text(fewest_s)}"
+    fewest = f"{lead}{alone} (2 repeats each"
     if auto.budget_s is not None and fewest_s > auto.budget_s:  # past the budget, which stops none of them
         say(f"ddpbench: with --repeats auto, {fewest}, past --budget's {minutes_text(auto.budget_s)}, which stops "
             f"none of them; no round after them, {minutes_text(whole_s)} at --max-repeats {most})"
@@ -173,11 +174,11 @@ def _floor_text(floor: Estimate, which: str, counted: str) -> str:
     """The floored configurations' part: their FLOPs floor, led by the time earlier steps like theirs give."""
     if not floor.alike:
         # 'at least' says it is a floor: a '(a model's step runs slower)' in the bracket read as a slip
-        return f"at least {minutes_text(floor.floor_s)} of steps ({which}, by {floor.how}{counted})"
+        return f"{at_least_text(floor.floor_s)} of steps ({which}, by {floor.how}{counted})"
     low, high = floor.ratios
     like = "" if floor.alike == floor.counted else f", {floor.alike} of them; the rest at their floor"
     word = "about" if floor.alike == floor.counted else "at least"
-    return (f"{word} {_span(floor.low_s, floor.high_s)} of steps ({which}: at least {minutes_text(floor.floor_s)} "
+    return (f"{word} {_span(floor.low_s, floor.high_s)} of steps ({which}: {at_least_text(floor.floor_s)} "
             f"by {floor.how}; steps earlier runs here measured, of as many ranks and within {ALIKE:g}× their "
             f"FLOPs, ran {_times(low, high)} theirs{like}{counted})")  # fmt: skip
 

@@ -86,7 +86,10 @@ def say_narrower(configurations, *, expand, timed, budget_s: float, about: str =
 
 
 def minutes_text(seconds: float) -> str:
-    """'42 s', '2 min 30 s' (to 10 s), '1.5 h': a forecast finer than the progress line's whole minutes."""
+    """'42 s', '2 min 30 s' (to 10 s), '1.5 h', '0.3 s', 'under 0.1 s': a forecast finer than the progress line's whole
+    minutes."""
+    if seconds < 0.095:  # '6e-05 s' (a tiny model's floor) said nothing a reader times by
+        return "under 0.1 s"
     if seconds < 0.95:
         return f"{seconds:.1g} s"
     if seconds < 90:
@@ -95,3 +98,8 @@ def minutes_text(seconds: float) -> str:
         minutes, rest = divmod(round(seconds / 10) * 10, 60)
         return f"{minutes:.0f} min {rest:.0f} s" if rest else f"{minutes:.0f} min"
     return f"{seconds / 3600:.1f} h"
+
+
+def at_least_text(seconds: float) -> str:
+    """'at least 42 s', or 'a floor under 0.1 s' (not 'at least under 0.1 s')."""
+    return f"at least {minutes_text(seconds)}" if seconds >= 0.095 else "a floor under 0.1 s"
