@@ -4,6 +4,7 @@ lacks, a missing profile of a run made on another device, which of several setup
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 
@@ -169,6 +170,19 @@ def test_out_rows_carry_what_reproduces_their_efficiency_and_float_columns(tmp_p
     assert (rows["one_rank_step_ms"] / rows["step_ms"]).to_numpy() == pytest.approx(rows["scaling_efficiency"])
     said = capsys.readouterr().out  # the rows are a CPU's compute on the cluster's network: the console names no step
     assert "one rank's step" not in said and "ddpbench predict: no step, strategy to book or cap on dgx-h100" in said
+    # and a step to start from, estimated from the FLOPs at a stated share of the GPU's peak, as a command that runs
+    from harness.commands.console.predict.scaling import ESTIMATE_SHARE
+
+    estimate = next(line for line in said.splitlines() if "an estimate to start from, not a measurement" in line)
+    flops, peak = (
+        float(re.search(pattern, estimate).group(1)) for pattern in (r"([\d.e+]+) FLOPs", r"\(([\d.]+) TFLOP/s")
+    )
+    step_ms = float(estimate.rpartition("--local-step-ms ")[2])
+    assert f"at {ESTIMATE_SHARE:.0%} of dgx-h100's GPU's dense peak" in estimate
+    assert step_ms == pytest.approx(flops / (ESTIMATE_SHARE * peak * 1e12) * 1e3, rel=0.05)
+    command = estimate.partition(" predict ")[2].split()
+    assert command[:4] == ["--run", str(tmp_path / "cpu_run"), "--cluster", "dgx-h100"]
+    assert cli.main(["predict", *command]) == 0 and "an estimate to start from" not in capsys.readouterr().out
 
 
 def test_a_folder_of_runs_given_as_a_run_is_refused_naming_its_runs(tmp_path, capsys):

@@ -159,22 +159,12 @@ def step_against_peak(configs, setup: dict, *, step_ms: float, batch: int, gpu: 
     warned above
     100 % (no GPU runs that step so fast) and below LOW_SHARE (the FLOPs are likely not the step's: the input or the
     batch counted is not the one trained). ('', '') where the FLOPs or the peak are not known."""
-    from harness.commands.predict.full_size import trained_source
-    from harness.config.precision import gpu_step_dtype, peak_dtype, peak_tflops
-    from harness.measure import meta_counts
+    from harness.config.precision import peak_dtype
 
-    spec, own = trained_source(configs, setup, options)
-    tf32 = bool(configs["tf32"].fillna(False).any()) if configs is not None and "tf32" in configs else False
-    on_cpu = configs is not None and "device" in configs and bool((configs["device"] == "cpu").all())
-    run = setup.get("dtype") or "fp32"
-    dtype, assumed = gpu_step_dtype(run, device="cpu" if on_cpu else "cuda", requested=requested, gpu=gpu)
-    peak = peak_tflops(gpu, dtype, tf32=tf32)
-    if not peak or not step_ms:
+    known = _flops_and_peak(configs, setup, gpu=gpu, options=options, requested=requested)
+    if known is None or not step_ms:
         return "", ""
-    # kept in the user's cache; None: options the workload refuses, or a model that cannot run on the meta device
-    counted = meta_counts.flops(spec, "full", own)
-    if not counted:
-        return "", ""
+    spec, counted, peak, dtype, tf32, run, assumed = known
     flops = counted["flops_per_sample"] * batch
     achieved = flops / (step_ms / 1e3) / 1e12
     share = achieved / peak
@@ -191,6 +181,61 @@ def step_against_peak(configs, setup: dict, *, step_ms: float, batch: int, gpu: 
     if share < LOW_SHARE:
         return f"{said}: {_unlike_a_step(counted, spec.partition(':')[0])}", "below"
     return said, ""
+
+
+def _flops_and_peak(configs, setup: dict, *, gpu: str, options: dict | None, requested: str | None):
+    """(spec, meta_counts.flops' count, the GPU's dense peak in TFLOP/s, its dtype, tf32, the run's dtype, whether the
+    dtype is assumed) of the model trained on `gpu` (step_against_peak); None where the peak or the FLOPs are not
+    known."""
+    from harness.commands.predict.full_size import trained_source
+    from harness.config.precision import gpu_step_dtype, peak_tflops
+    from harness.measure import meta_counts
+
+    spec, own = trained_source(configs, setup, options)
+    tf32 = bool(configs["tf32"].fillna(False).any()) if configs is not None and "tf32" in configs else False
+    on_cpu = configs is not None and "device" in configs and bool((configs["device"] == "cpu").all())
+    run = setup.get("dtype") or "fp32"
+    dtype, assumed = gpu_step_dtype(run, device="cpu" if on_cpu else "cuda", requested=requested, gpu=gpu)
+    peak = peak_tflops(gpu, dtype, tf32=tf32)
+    # kept in the user's cache; None: options the workload refuses, or a model that cannot run on the meta device
+    counted = meta_counts.flops(spec, "full", own) if peak else None
+    return (spec, counted, peak, dtype, tf32, run, assumed) if counted else None
+
+
+ESTIMATE_SHARE = 0.40
+"""The share of its GPU's dense peak a step estimated from FLOPs is put at, where no step was given: large
+transformers train at 38-52 % (LOW_SHARE's sources); smaller models read lower (this project's gpt2/full, 13 %), so
+the step so estimated is a short one: said to be an estimate, and a floor more than a forecast."""
+
+
+def say_step_estimate(args, configs, setup: dict | None, chosen, trained: dict | None) -> None:
+    """Without --local-step-ms, a CPU's profile: the predict command with a step estimated from the model's FLOPs at
+    ESTIMATE_SHARE of the cluster's GPU's dense peak, said to be an estimate (once it ended with no step at all)."""
+    import shlex
+
+    from harness.commands.console.invoked import ddpbench_command
+    from harness.commands.predict import inputs as predict_input
+    from harness.config.precision import peak_dtype
+
+    if args.local_step_ms or not setup or not getattr(args, "run", None):
+        return
+    batch = predict_input.memory_batch(args, setup) or int(setup["batch_size"])
+    known = _flops_and_peak(configs, setup, gpu=chosen.description, options=trained, requested=_requested_dtype(args))
+    if known is None:
+        return
+    _, counted, peak, dtype, tf32, run, assumed = known
+    flops = counted["flops_per_sample"] * batch
+    step_ms = float(f"{flops / (ESTIMATE_SHARE * peak * 1e12) * 1e3:.2g}")
+    folder = predict_input.resolve(args.run, args.results_dir)  # the run's folder: a command that runs from anywhere
+    flags = "".join(f" --train-wopt {key}={value}" for key, value in (trained or {}).items())
+    flags += f" --batch-size {args.batch_size}" if getattr(args, "batch_size", None) else ""
+    console.say(f"ddpbench predict: an estimate to start from, not a measurement: {flops:.2g} FLOPs a step ({batch} "
+                f"sample{'s' * (batch > 1)} a GPU, counted on the meta device) at {ESTIMATE_SHARE:.0%} of "
+                f"{chosen.name}'s GPU's dense peak in {peak_dtype(dtype, tf32=tf32)} ({peak:g} TFLOP/s)"
+                f"{f', --dtype auto there (the CPU run benched {run})' if assumed else ''} is a {step_ms:g} ms step, "
+                "a floor more than a forecast (a small model's step runs far below the peak, bound by its kernels' "
+                f"launches; time it on one GPU for a measured one): {ddpbench_command()} predict --run "
+                f"{shlex.quote(str(folder))} --cluster {chosen.name}{flags} --local-step-ms {step_ms:g}")  # fmt: skip
 
 
 def tflops_text(value: float) -> str:
