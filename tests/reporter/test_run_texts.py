@@ -371,7 +371,7 @@ def test_the_what_if_page_carries_each_strategys_model_state_to_the_clusters_gpu
     # judged in bf16 (predict's count where the cluster's GPU trains in it), said so, and that the run was fp32 (a
     # walkthrough's fp32 CPU run read 'gpt2/full bf16 sgd', as if it had been one in bf16)
     judged = section_of(configs.assign(activation_mb=12.5, activation_dtype="bf16"))
-    assert "resnet50/small bf16 adam batch 4 (in bf16, as a GPU trains it; the run was fp32):</b>" in judged
+    assert "resnet50/small bf16 adam batch 4 (the dtype a GPU trains in; the run was fp32):</b>" in judged
     assert "fp32 adam batch 4" not in judged
     assert "Counted at batch" not in section  # no activations counted: nothing there grows with the batch
     assert "<th>2 (measured)</th>" in section and "<th>8 GPUs</th>" in section and "<td>45 MiB</td>" in section
@@ -411,7 +411,7 @@ def test_the_what_if_page_carries_each_strategys_model_state_to_the_clusters_gpu
     assert "at the least" not in tight  # stock needs 450 MiB at every GPU count: no least to speak of
     at_given = whatif_memory.memory_section(configs.assign(activation_mb=12.5), small, [8, 16], batch_given=4)
     assert "Counted at batch" not in at_given and "At 8 GPUs, in a GPU of 0.3 GiB" in at_given  # at the batch asked
-    assert "as a GPU trains it" not in tight  # judged in the run's own dtype: nothing to say
+    assert "the dtype a GPU trains in" not in tight  # judged in the run's own dtype: nothing to say
 
 
 def test_a_page_scaled_to_a_step_says_ddps_cost_is_inside_where_the_run_has_no_baseline():

@@ -146,9 +146,9 @@ def memory_section(configs: pd.DataFrame, cluster: Cluster, worlds: list[int], *
 
 
 def _judged_in(judged: str | None, ran_in: str | None) -> str:
-    """' (in bf16, as a GPU trains it; the run was fp32)': where the fit is judged in another dtype than the run's (a
+    """' (the dtype a GPU trains in; the run was fp32)': where the fit is judged in another dtype than the run's (a
     CPU run in fp32, a GPU's bf16 autocast), so that the heading is not read as the run's own setup."""
-    return f" (in {judged}, as a GPU trains it; the run was {ran_in})" if judged and ran_in and judged != ran_in else ""
+    return f" (the dtype a GPU trains in; the run was {ran_in})" if judged and ran_in and judged != ran_in else ""
 
 
 def _nothing_to_shard(group: pd.DataFrame) -> str:
