@@ -42,6 +42,21 @@ FEATURES = 8
 CLASSES = 4
 
 
+class SometimesExtra(nn.Module):
+    """`extra` joins the output only while `use_extra` is set (a mixture-of-experts' idle expert, in small): the
+    bucketed tests set it per micro-batch or per rank and step."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.main = nn.Linear(FEATURES, CLASSES)
+        self.extra = nn.Linear(FEATURES, CLASSES)
+        self.use_extra = False
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out = self.main(x)
+        return out + self.extra(x) if self.use_extra else out
+
+
 @dataclasses.dataclass(kw_only=True)
 class TinyClassification(WorkloadDefaults):
     """A workload around any model class taking FEATURES inputs to CLASSES logits: random data, cross-entropy."""

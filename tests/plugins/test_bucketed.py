@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import torch
 import torch.distributed as dist
-from dist_helpers import CLASSES, FEATURES, TinyClassification, run_in_process_group
+from dist_helpers import CLASSES, FEATURES, SometimesExtra, TinyClassification, run_in_process_group
 from torch import nn
 
 import impls
@@ -87,20 +87,6 @@ class OutOfOrder(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.late(torch.tanh(self.middle(torch.tanh(self.early(x)))))
-
-
-class SometimesExtra(nn.Module):
-    """`extra` is used only while `use_extra` is set: in the test, only in the micro-batch inside no_sync."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.main = nn.Linear(FEATURES, CLASSES)
-        self.extra = nn.Linear(FEATURES, CLASSES)
-        self.use_extra = False
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        out = self.main(x)
-        return out + self.extra(x) if self.use_extra else out
 
 
 class KnownLayout(nn.Module):

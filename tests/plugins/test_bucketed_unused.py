@@ -9,8 +9,7 @@ import functools
 import pytest
 import torch
 import torch.distributed as dist
-from dist_helpers import CLASSES, FEATURES, TinyClassification, run_in_process_group
-from torch import nn
+from dist_helpers import SometimesExtra, TinyClassification, run_in_process_group
 
 import impls
 from harness.measure.training import OPTIMIZERS, build_model, make_batch
@@ -21,26 +20,13 @@ ADAM, ADAM_LR = OPTIMIZERS["adam"]  # has momentum: a zero gradient still moves 
 CPU = torch.device("cpu")
 
 
-class UnusedBranch(nn.Module):
-    """`extra` joins the output only while `use_extra` is set."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.main = nn.Linear(FEATURES, CLASSES)
-        self.extra = nn.Linear(FEATURES, CLASSES)
-        self.use_extra = True
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.main(x) + self.extra(x) if self.use_extra else self.main(x)
-
-
 def uses_extra(rank: int, step: int) -> bool:
     """Used by every rank in step 0, by rank 0 alone in step 1, by none after: idle, then idle everywhere."""
     return step == 0 or (step == 1 and rank == 0)
 
 
 def train_bucketed(**options) -> dict[str, torch.Tensor] | str:
-    workload = TinyClassification(model=UnusedBranch)
+    workload = TinyClassification(model=SometimesExtra)
     strategy = impls.create("bucketed", **options)
     model = strategy.wrap(build_model(workload, seed=SEED, device=CPU))
     optimizer = ADAM(model.parameters(), lr=ADAM_LR)
@@ -67,7 +53,7 @@ def observe() -> dict[str, object]:
 
 def reference(world_size: int, *, zero_fill: bool) -> dict[str, torch.Tensor]:
     """One process over every rank's batch; `zero_fill` gives a gradient no rank had zeros (the bug) instead of None."""
-    workload = TinyClassification(model=UnusedBranch)
+    workload = TinyClassification(model=SometimesExtra)
     model = build_model(workload, seed=SEED, device=CPU)
     optimizer = ADAM(model.parameters(), lr=ADAM_LR)
     for step in range(STEPS):
