@@ -237,7 +237,8 @@ def test_a_faults_mark_follows_the_rows_measured_with_it_set():
     assert fault_rows(meta, launches) == ["local", "stock"]
     partly = fault_rows(meta, [*launches, {"configurations": ["stock"], "started_at": retry}])
     assert (
-        partly == ["local"] and fault_share({**meta, "fault_configs": partly}) == "set while 1 of 2 configurations ran"
+        partly == ["local"]
+        and fault_share({**meta, "fault_configs": partly}) == "on the 1 of 2 configurations it targeted"
     )
     assert kept_fault({**meta, "fault_configs": partly}) == fault
     redone = fault_rows(meta, [*launches, {"configurations": ["local", "stock"], "started_at": retry}])
@@ -245,3 +246,26 @@ def test_a_faults_mark_follows_the_rows_measured_with_it_set():
     assert not any("fault" in note for note in environment_differences({**meta, "fault_configs": redone}, meta | {
         "environment": {}, "run_id": "g1"}))  # fmt: skip
     assert fault_rows(meta, None) is None and kept_fault(meta) == fault  # no launch records: the whole run, as before
+
+
+def test_a_faults_mark_is_of_the_rows_it_targets_not_every_row_run_with_it_set():
+    """A run with DDPBENCH_FAULT='slow:impl=stock,world=2,rank=1,ms=3' read 'FAULT INJECTED on purpose (set while 115
+    of 115 configurations ran)': every row its session ran, though the fault held stock at 2 ranks alone (21 rows)."""
+    from harness.analysis.verdicts.environment import fault_rows, fault_share, targets
+
+    fault = "slow:impl=stock,world=2,rank=1,ms=3"
+    configurations = [{"config_id": f"w{world}-{impl}-r{repeat}", "impl": impl, "world_size": world, "repeat": repeat,
+                       "impl_options": {}} for world in (1, 2) for impl in ("local", "stock", "zero")
+                      for repeat in (0, 1)]  # fmt: skip
+    meta = {"environment": {"env_vars": {"DDPBENCH_FAULT": fault}}, "configurations": configurations,
+            "sessions": [{"started_at": "2026-12-07T12:23:12+00:00"}]}  # fmt: skip
+    launches = [{"configurations": [c["config_id"] for c in configurations], "started_at": 1796646192.5}]
+    marked = fault_rows(meta, launches)
+    assert marked == ["w2-stock-r0", "w2-stock-r1"]
+    assert fault_share({**meta, "fault_configs": marked}) == "on the 2 of 12 configurations it targeted"
+    local = {"impl": "local", "world_size": 2, "repeat": 0}
+    assert not targets(fault, local) and targets("kill:world=2", local)  # slow never holds the baseline; kill may
+    capped = {"impl": "stock", "world_size": 2, "repeat": 1, "impl_options": {"bucket_cap_mb": 25}}
+    assert targets("raise:cap=25,repeat=1", capped) and not targets("raise:cap=5", capped)
+    assert targets("raise:cap=5;kill:impl=stock", capped)  # one of several
+    assert targets(fault, {"config_id": "x"})  # a configuration that records nothing cannot be told apart

@@ -49,13 +49,44 @@ def session_faults(meta: dict) -> list[tuple[float, str]]:
     return said
 
 
+def targets(fault: str, configuration: dict) -> bool:
+    """Whether `fault` (a DDPBENCH_FAULT, checked when its run began: KIND[:CONDITION=VALUE,…], ';' between several)
+    picks `configuration` (run.json's) as a rank's Fault.applies does: by its strategy, world size, repeat and cap
+    (the rank and step pick within it); a `slow` fault never holds the baseline. A condition the configuration does
+    not record picks it: it cannot be told apart."""
+    from harness.analysis import roles
+
+    recorded = {"impl": configuration.get("impl"), "world": configuration.get("world_size"),
+                "repeat": configuration.get("repeat"),
+                "cap": (configuration.get("impl_options") or {}).get("bucket_cap_mb")}  # fmt: skip
+    for one in filter(None, (part.strip() for part in fault.split(";"))):
+        kind, _, conditions = one.partition(":")
+        pairs = dict(c.split("=", 1) for c in conditions.split(",") if "=" in c)
+        asked = {key.strip(): value.strip() for key, value in pairs.items() if key.strip() in recorded}
+        held = kind.strip() != "slow" or recorded["impl"] != roles.baseline_name()
+        if held and all(recorded[key] is None or _same(key, value, recorded[key]) for key, value in asked.items()):
+            return True
+    return False
+
+
+def _same(key: str, asked: str, recorded: Any) -> bool:
+    if key == "impl":
+        return asked == str(recorded)
+    try:
+        return float(asked) == float(recorded)
+    except (TypeError, ValueError):
+        return False
+
+
 def fault_rows(meta: dict, launches: list[dict] | None) -> list[str] | None:
     """The configurations whose latest launch (`launches`: plan/*.contention.json's records, harness.results.
-    contention.read) came in a session with a fault set: the rows an injected fault's mark is of. A retry without
-    the fault measures its rows again: they are no longer the fault's. None where the run kept no launch records
-    (a run from before them): the whole run is then marked, as before."""
+    contention.read) came in a session with a fault set that `targets` them: the rows an injected fault's mark is of
+    (a fault on stock at 2 ranks marks those rows, not the run's every row). A retry without the fault measures its
+    rows again: they are no longer the fault's. None where the run kept no launch records (a run from before them):
+    the whole run is then marked, as before."""
     if not launches:
         return None
+    recorded = {c.get("config_id"): c for c in meta.get("configurations") or []}
     latest: dict[str, float] = {}
     for record in sorted(launches, key=lambda r: r.get("started_at") or 0.0):
         latest.update(dict.fromkeys(record.get("configurations") or [], record.get("started_at") or 0.0))
@@ -63,7 +94,7 @@ def fault_rows(meta: dict, launches: list[dict] | None) -> list[str] | None:
     # a launch belongs to the last session begun before it (run.json's start is to the second: 1 s of slack)
     faults = {cid: next((f for start, f in reversed(sessions) if start <= at + 1.0), sessions[0][1])
               for cid, at in latest.items()}  # fmt: skip
-    return sorted(cid for cid, fault in faults.items() if fault)
+    return sorted(cid for cid, fault in faults.items() if fault and targets(fault, recorded.get(cid) or {}))
 
 
 def kept_fault(meta: dict) -> str:
@@ -74,12 +105,12 @@ def kept_fault(meta: dict) -> str:
 
 
 def fault_share(meta: dict) -> str:
-    """'set while 6 of 8 configurations ran' where the reader recorded which rows ran with it (`fault_configs`);
-    '' where it did not (the whole run is the fault's)."""
+    """'on the 6 of 8 configurations it targeted' where the reader recorded which rows ran with it aimed at them
+    (`fault_configs`); '' where it did not (the whole run is the fault's)."""
     rows = meta.get("fault_configs")
     if not rows:
         return ""
-    return f"set while {len(rows)} of {len(meta.get('configurations') or rows)} configurations ran"
+    return f"on the {len(rows)} of {len(meta.get('configurations') or rows)} configurations it targeted"
 
 
 def fault_words(fault: str, *, rows: bool = False) -> str:
