@@ -179,10 +179,17 @@ def test_out_rows_carry_what_reproduces_their_efficiency_and_float_columns(tmp_p
     )
     step_ms = float(estimate.rpartition("--local-step-ms ")[2])
     assert f"at {ESTIMATE_SHARE:.0%} of dgx-h100's GPU's dense peak" in estimate
-    assert step_ms == pytest.approx(flops / (ESTIMATE_SHARE * peak * 1e12) * 1e3, rel=0.05)
+    # mlp/full's 268.5 M parameters: its SGD pass (3.22 GB at 3,350 GB/s) is most of the step, once offered without
+    # it (0.032 ms), which the command offered then warned was 'less than its optimizer's step can take (… 0.962 ms)'
+    optimizer_ms = float(re.search(r"at least ([\d.]+) ms at the GPU's", estimate).group(1))
+    assert step_ms == pytest.approx(flops / (ESTIMATE_SHARE * peak * 1e12) * 1e3 + optimizer_ms, rel=0.01)
     command = estimate.partition(" predict ")[2].split()
     assert command[:4] == ["--run", str(tmp_path / "cpu_run"), "--cluster", "dgx-h100"]
-    assert cli.main(["predict", *command]) == 0 and "an estimate to start from" not in capsys.readouterr().out
+    assert cli.main(["predict", *command]) == 0
+    followed = capsys.readouterr()
+    assert "an estimate to start from" not in followed.out
+    assert "less than its optimizer's step can take" not in followed.err  # the step offered holds its optimizer
+    assert f"{ESTIMATE_SHARE:.0%} of one GPU's dense peak" in followed.out + followed.err  # FLOPs beside it, as offered
 
 
 def test_a_folder_of_runs_given_as_a_run_is_refused_naming_its_runs(tmp_path, capsys):

@@ -305,7 +305,7 @@ def run_steps(args: argparse.Namespace, chosen, profile, caps: list[float], *, d
         args.optimizer_share = steps.collectives_answer(chosen, rows, trained=trained is not None, profile=profile,
                                                         optimizer=(setup or {}).get("optimizer") or "sgd",
                                                         alone=alone, hooks=hooks)  # fmt: skip
-        scaling.say_step_estimate(args, configs, setup, chosen, trained)  # a runnable step, said to be an estimate
+        scaling.say_step_estimate(args, configs, setup, chosen, trained, profile)  # a runnable step, an estimate
         return out
     before = own_source in ("left out", "not measured")  # the steps lack DDP's own cost: said, not hidden
     steps.cluster_table(chosen, rows, before_own=before)

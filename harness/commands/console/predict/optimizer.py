@@ -45,6 +45,22 @@ def estimate_on(args, gpu: str, setup: dict | None, configs, profile) -> float |
     return estimate if estimate is not None and estimate < args.local_step_ms else None
 
 
+def optimizer_pass(args, chosen, setup: dict | None, configs, profile) -> tuple[float, str]:
+    """(the least ms the optimizer's step over the model you will train takes on `chosen`'s GPU, its words: "SGD
+    moves 12 B a parameter, … at the GPU's 3,350 GB/s"); (0, '') where the bandwidth, the optimizer or the profile
+    is not known."""
+    if setup is None or profile is None or not chosen.memory_gbps:
+        return 0.0, ""
+    gbps, optimizer = chosen.memory_gbps, setup.get("optimizer") or "sgd"
+    parameters = _trained_parameters(args, setup, configs, profile)
+    estimate = optimizer_ms(parameters, optimizer, gbps)
+    if estimate is None:
+        return 0.0, ""
+    named, per = OPTIMIZER_NAMES[optimizer], BYTES_A_PARAMETER[optimizer]
+    return estimate, (f"{named} moves {per} B a parameter, {parameters * per / 1e9:.3g} GB for {parameters / 1e6:,.1f} "
+                      f"M parameters: at least {estimate:.3g} ms at the GPU's {gbps:,.0f} GB/s")  # fmt: skip
+
+
 def estimate_local_optimizer(args, chosen, setup: dict | None, configs, profile) -> None:
     """Where --local-step-ms is given without --local-optimizer-ms: sets `args.local_optimizer_ms` to the estimate
     (`args.local_optimizer_source`: "estimated"; "given" where it was given; None where there is none)
@@ -54,14 +70,9 @@ def estimate_local_optimizer(args, chosen, setup: dict | None, configs, profile)
     args.local_optimizer_source = None if args.local_optimizer_ms is None else "given"
     if not args.local_step_ms or args.local_optimizer_ms is not None or setup is None:
         return
-    gbps, optimizer = chosen.memory_gbps, setup.get("optimizer") or "sgd"
-    parameters = _trained_parameters(args, setup, configs, profile)
-    estimate = optimizer_ms(parameters, optimizer, gbps) if gbps else None
-    if estimate is None:
+    estimate, moved = optimizer_pass(args, chosen, setup, configs, profile)
+    if not moved:
         return
-    named, per = OPTIMIZER_NAMES[optimizer], BYTES_A_PARAMETER[optimizer]
-    moved = (f"{named} moves {per} B a parameter, {parameters * per / 1e9:.3g} GB for {parameters / 1e6:,.1f} M "
-             f"parameters: at least {estimate:.3g} ms at the GPU's {gbps:,.0f} GB/s")  # fmt: skip
     if estimate >= args.local_step_ms:
         console.warning(f"--local-step-ms {args.local_step_ms:g} is less than its optimizer's step can take ({moved}): "
                         "the optimizer's share stays the profile's; check the step")  # fmt: skip

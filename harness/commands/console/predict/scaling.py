@@ -149,7 +149,8 @@ below its GPU's peak (under LOW_SHARE): the bookings' verdict and the ends' line
 
 
 def step_against_peak(configs, setup: dict, *, step_ms: float, batch: int, gpu: str, options: dict | None,
-                      gpu_said: str = "one GPU", requested: str | None = None) -> tuple[str, str]:  # fmt: skip
+                      gpu_said: str = "one GPU", requested: str | None = None,
+                      optimizer_ms: float = 0.0) -> tuple[str, str]:  # fmt: skip
     """('--local-step-ms 900 for the model you will train (2 samples a GPU) is 3.6e+13 FLOPs a step (…) at 40.0 TFLOP/s:
     4% of one GPU's dense peak in bf16 (989.5 TFLOP/s)', why it is warned: 'above', 'below' or ''): what the step
     given claims, in the model's FLOPs a training step (forward and backward, FlopCounterMode on the meta device)
@@ -158,7 +159,9 @@ def step_against_peak(configs, setup: dict, *, step_ms: float, batch: int, gpu: 
     CPU run of --dtype auto, `requested`, fp32 for want of bf16 there, in the GPU's auto, bf16 on an H100, said so);
     warned above
     100 % (no GPU runs that step so fast) and below LOW_SHARE (the FLOPs are likely not the step's: the input or the
-    batch counted is not the one trained). ('', '') where the FLOPs or the peak are not known."""
+    batch counted is not the one trained). `optimizer_ms`: the optimizer's part of the step (a memory-bound pass, no
+    FLOPs counted), left out of the time the FLOPs are set against where it is below the step. ('', '') where the
+    FLOPs or the peak are not known."""
     from harness.config.precision import peak_dtype
 
     known = _flops_and_peak(configs, setup, gpu=gpu, options=options, requested=requested)
@@ -166,14 +169,16 @@ def step_against_peak(configs, setup: dict, *, step_ms: float, batch: int, gpu: 
         return "", ""
     spec, counted, peak, dtype, tf32, run, assumed = known
     flops = counted["flops_per_sample"] * batch
-    achieved = flops / (step_ms / 1e3) / 1e12
+    optimizer_ms = optimizer_ms if 0 < optimizer_ms < step_ms else 0.0
+    achieved = flops / ((step_ms - optimizer_ms) / 1e3) / 1e12
     share = achieved / peak
     file = spec.partition(":")[0].endswith(".py")  # a file of yours has no sizes: the model is as the run built it
     whose = "the model you will train" if options is not None else (
         f"{setup['workload']} as benched" if file else f"{setup['workload']}'s full size")  # fmt: skip
     trains = f", --dtype auto's there (the CPU run benched {run})" if assumed else ""
     said = (f"--local-step-ms {step_ms:g} for {whose} ({batch} sample{'s' * (batch > 1)} a GPU) is {flops:.2g} "
-            f"FLOPs a step (forward and backward, counted on the meta device) at {tflops_text(achieved)} TFLOP/s: "
+            f"FLOPs a step (forward and backward, counted on the meta device) at {tflops_text(achieved)} TFLOP/s"
+            f"{f' in the {step_ms - optimizer_ms:.3g} ms beside its optimizer' * bool(optimizer_ms)}: "
             f"{share:.0%} of {gpu_said}'s dense peak in {peak_dtype(dtype, tf32=tf32)} ({peak:g} TFLOP/s)"
             f"{trains}")  # fmt: skip
     if share > 1:
@@ -208,12 +213,15 @@ transformers train at 38-52 % (LOW_SHARE's sources); smaller models read lower (
 the step so estimated is a short one: said to be an estimate, and a floor more than a forecast."""
 
 
-def say_step_estimate(args, configs, setup: dict | None, chosen, trained: dict | None) -> None:
+def say_step_estimate(args, configs, setup: dict | None, chosen, trained: dict | None, profile=None) -> None:
     """Without --local-step-ms, a CPU's profile: the predict command with a step estimated from the model's FLOPs at
-    ESTIMATE_SHARE of the cluster's GPU's dense peak, said to be an estimate (once it ended with no step at all)."""
+    ESTIMATE_SHARE of the cluster's GPU's dense peak, plus its optimizer's memory-bound pass at the GPU's bandwidth
+    (optimizer.optimizer_ms, which a step given below it is warned of), said to be an estimate (once it ended with no
+    step at all)."""
     import shlex
 
     from harness.commands.console.invoked import ddpbench_command
+    from harness.commands.console.predict.optimizer import optimizer_pass
     from harness.commands.predict import inputs as predict_input
     from harness.config.precision import peak_dtype
 
@@ -225,14 +233,18 @@ def say_step_estimate(args, configs, setup: dict | None, chosen, trained: dict |
         return
     _, counted, peak, dtype, tf32, run, assumed = known
     flops = counted["flops_per_sample"] * batch
-    step_ms = float(f"{flops / (ESTIMATE_SHARE * peak * 1e12) * 1e3:.2g}")
+    compute_ms = flops / (ESTIMATE_SHARE * peak * 1e12) * 1e3
+    optimizer_ms, moved = optimizer_pass(args, chosen, setup, configs, profile)
+    step_ms = float(f"{compute_ms + optimizer_ms:.3g}")
+    plus = f" for forward and backward ({compute_ms:.2g} ms), plus its optimizer's pass ({moved})" * bool(moved)
     folder = predict_input.resolve(args.run, args.results_dir)  # the run's folder: a command that runs from anywhere
     flags = "".join(f" --train-wopt {key}={value}" for key, value in (trained or {}).items())
     flags += f" --batch-size {args.batch_size}" if getattr(args, "batch_size", None) else ""
     console.say(f"ddpbench predict: an estimate to start from, not a measurement: {flops:.2g} FLOPs a step ({batch} "
                 f"sample{'s' * (batch > 1)} a GPU, counted on the meta device) at {ESTIMATE_SHARE:.0%} of "
                 f"{chosen.name}'s GPU's dense peak in {peak_dtype(dtype, tf32=tf32)} ({peak:g} TFLOP/s)"
-                f"{f', --dtype auto there (the CPU run benched {run})' if assumed else ''} is a {step_ms:g} ms step, "
+                f"{f', --dtype auto there (the CPU run benched {run})' if assumed else ''}{plus} is a {step_ms:g} "
+                "ms step, "
                 "a floor more than a forecast (a small model's step runs far below the peak, bound by its kernels' "
                 f"launches; time it on one GPU for a measured one): {ddpbench_command()} predict --run "
                 f"{shlex.quote(str(folder))} --cluster {chosen.name}{flags} --local-step-ms {step_ms:g}")  # fmt: skip
@@ -273,7 +285,8 @@ def say_step_against_peak(args, configs, setup: dict | None, chosen, trained: di
     gpu = GPUS[measured_on] if measured_on else chosen.description
     said, beyond = step_against_peak(configs, setup, step_ms=getattr(args, "local_step_given", args.local_step_ms),
                                      batch=batch, gpu=gpu, options=trained, requested=_requested_dtype(args),
-                                     gpu_said=f"one {measured_on}" if measured_on else "one GPU")  # fmt: skip
+                                     gpu_said=f"one {measured_on}" if measured_on else "one GPU",
+                                     optimizer_ms=0.0 if measured_on else args.local_optimizer_ms or 0.0)  # fmt: skip
     args.far_below_peak = beyond == "below"
     if beyond:
         console.warning(said)
