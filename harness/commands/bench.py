@@ -331,18 +331,14 @@ def _why_lines(configs, *, confidence: float) -> tuple[list[str], str]:
     slow rank where one was found, and which strategies' gaps could not be taken apart, and why; their heading."""
     from harness.analysis import why
     from harness.config.ranks import available_cpus
-    from reports.pages.notes.offset import offset_line
+    from reports.pages.notes.offset import said_once
 
     ok = configs[(configs["status"] == "ok") & (configs["world_size"] > 1)]
     largest = ok[ok["world_size"] == ok["world_size"].max()] if not ok.empty else ok
-    lines, offset = [], []  # offset: rows whose launches cannot tell their cost: identical sentences, said once
-    for _, row in why.typical_repeats(largest).iterrows():  # one per configuration, however many repeats
-        said = why.lines(row, configs, cores=available_cpus(), confidence=confidence)  # a taskset's cores
-        if why.offset_exposed_ms(row) is not None:
-            offset, said = [*offset, (row, said[0])], said[1:]  # its slow rank kept
-        lines += said
-    alone = len(offset) < 2
-    lines = ([s for _, s in offset] if alone else [offset_line([row for row, _ in offset])]) + lines
+    typical = why.typical_repeats(largest)  # one per configuration, however many repeats
+    said = [why.lines(row, configs, cores=available_cpus(), confidence=confidence) for _, row in typical.iterrows()]
+    # rows whose launches cannot tell their cost: one sentence a workload, as its page says it
+    lines = said_once(typical, said, named=configs["workload"].nunique() > 1)
     untimed = largest[largest["gap_ms"].isna() & ~largest["baseline"].astype(bool) & largest["comm_note"].notna()]
     by_note: dict[str, list[str]] = {}  # stock and zero share DDP's reason, 330 characters: said once for both
     for impl, notes in untimed.groupby("impl")["comm_note"]:

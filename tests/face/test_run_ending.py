@@ -66,3 +66,22 @@ def test_the_run_page_says_the_offset_sentences_once_a_world_size_as_the_console
     said = offset.said_once(rows, lines)
     assert said[0].startswith("naive and flat at 2 ranks run at 0.45–0.94× local's mean step")  # flat named once
     assert said[1:] == ["bucketed w2 sentence", "its slow rank", "naive w4 sentence"]  # one offset at 4: its own
+
+
+def test_the_console_says_the_offset_sentences_once_a_workload_as_each_workload_page_does():
+    """bench's last words merged every offset row of the largest world size into one line, across workloads ('naive
+    and flat at 2 ranks run at …', naming none), where each workload's page said its own: now one line a workload and
+    world size, after the workload's name where the run has several, as why.sentence names it."""
+    from harness.commands import bench
+
+    def row(workload: str, impl: str, step: float, gap: float, exposed: float) -> dict:
+        return {**_row(impl, step, gap, exposed), "workload": workload, "size": "tiny", "status": "ok",
+                "baseline": False, "comm_note": None, "config_id": f"{workload}-{impl}"}  # fmt: skip
+
+    configs = pd.DataFrame([row("mlp", "naive", 940.0, -60.0, 369.2), row("recsys", "flat", 450.0, -550.0, 149.4)])
+    lines, _ = bench._why_lines(configs, confidence=0.995)
+    assert [line.split(" at 2 ranks")[0] for line in lines] == ["mlp: naive", "recsys: flat"]  # each its own
+    both = pd.concat([configs, pd.DataFrame([row("mlp", "flat", 450.0, -550.0, 149.4)])], ignore_index=True)
+    lines, _ = bench._why_lines(both, confidence=0.995)
+    assert lines[0].startswith("mlp: naive and flat at 2 ranks run at 0.45–0.94× local's mean step")
+    assert lines[1].startswith("recsys: flat at 2 ranks") and len(lines) == 2
