@@ -128,7 +128,23 @@ def migrate(table: pa.Table, *, source: Path) -> pa.Table:
         )
     while version < SCHEMA_VERSION:
         table, version = MIGRATIONS[version](table), version + 1
-    return table
+    return _phase_not_known(table)
+
+
+OLD_PHASE = r"(\(exit code -?\d+\)| s\)) while building"
+"""The launcher's words, until a rank 0's note without a step total was read as 'before its first step completed',
+for a rank killed, or a launch that hung, after such a note: its build, its wrapping or its first step, which the note
+does not know (a walkthrough's 'killed by SIGABRT (exit code -6) while building' died in the first backward)."""
+
+
+def _phase_not_known(table: pa.Table) -> pa.Table:
+    """An older run's failures read as the launcher says them now: OLD_PHASE's 'while building' (a phase the note
+    did not know) as 'before its first step completed'. Any version: the words changed without one."""
+    if "error" not in table.column_names or not pa.types.is_string(table.schema.field("error").type):
+        return table
+    index = table.schema.get_field_index("error")
+    said = pc.replace_substring_regex(table.column("error"), OLD_PHASE, r"\1 before its first step completed")
+    return table.set_column(index, table.schema.field("error"), said)
 
 
 @functools.cache

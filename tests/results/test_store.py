@@ -150,6 +150,21 @@ def test_an_older_schema_is_read_through_its_named_migration(tmp_path):
     assert rows["error_file"].isna().all()
 
 
+def test_an_older_runs_while_building_reads_as_the_phase_its_note_knew(tmp_path):
+    """A walkthrough's run kept 'rank 1 killed by SIGABRT (exit code -6) while building', rank 0 having died in the
+    first backward: a note without a step total says only that no step had completed, as the launcher says now."""
+    said = {"k": "rank 1 killed by SIGABRT (exit code -6) while building: gloo::EnforceNotMet: …",
+            "t": "timeout: no progress for 600 s (limit 600 s) while building; rank 1 waits in all_reduce",
+            "own": "rank 1: RuntimeError: while building the tokenizer"}  # fmt: skip
+    for config_id, error in said.items():
+        store.write_configuration(tmp_path, config_id, config_row(config_id, status="failed", error=error))
+    rows = store.read_configs(tmp_path).set_index("config_id")["error"]
+    assert rows["k"] == ("rank 1 killed by SIGABRT (exit code -6) before its first step completed: gloo::"
+                         "EnforceNotMet: …")  # fmt: skip
+    assert rows["t"].startswith("timeout: no progress for 600 s (limit 600 s) before its first step completed; ")
+    assert rows["own"] == said["own"]  # an exception's own words are kept
+
+
 def test_schema_4_rows_get_their_strategys_roles_from_the_registry(tmp_path):
     """Readers decide by roles, never by names: a row written before roles were recorded gets the ones its
     strategy's class declares; a strategy no longer registered, the defaults of a new one."""
