@@ -192,3 +192,22 @@ def test_zero_1s_fullest_rank_keeps_the_state_of_what_torchs_partition_gives_it_
         fullest = max(sum(grad.nbytes for grad in shard) for shard in owned) / MIB * 2  # Adam: two moments of each
         assert state.loc[("zero", world), "held_optimizer_state_mb"] == pytest.approx(fullest, rel=1e-4)
         assert fullest > 2 * 1280.0 / world  # uneven: an even split would understate it
+
+
+def test_a_routed_model_predicted_at_its_own_size_and_batch_is_counted_whole_too(toy, tmp_path):
+    """`predict --run moe2 --cluster dgx-h100` of a file benched as written (no --train-wopt, the run's batch) said
+    'stock 8.55 MiB = 2.27+1.76+4.52': the idle experts' gradients left out (whole: 2.27 MiB), and no word of it; the
+    memory is re-counted where the rows held fewer gradients than the model trains, as at another size."""
+    (tmp_path / "run.json").write_text(json.dumps({"workloads": {"toy.py:Toy": {"kind": "file"}}}))
+    small = {"param_bytes": 4000.0, "grad_bytes": 4000.0, "largest_param_bytes": 1024.0}
+    rows = pd.DataFrame([held(impl, world, 0.002, 0.004, param=0.0038, **small, workload="toy.py:Toy",
+                              workload_spec=toy, workload_options=json.dumps({"width": 16}))
+                         for impl in ("local", "stock") for world in (1, 2)])  # fmt: skip
+    setup = {key: rows[key].iloc[0] for key in ("workload", "size", "batch_size", "dtype", "optimizer")}
+    scaled, note = full_size.memory_rows(tmp_path, rows, setup)
+    whole = meta_counts.counts(toy, "full", {"width": 16}, batch_size=1, dtype="fp32")["grad_bytes"] / MIB
+    assert scaled[scaled["impl"] == "stock"]["held_grad_mb"].tolist() == pytest.approx([whole] * 2)
+    assert "gradients and their optimizer state counted whole" in note
+    every = rows.assign(held_grad_mb=4000.0 / MIB)  # a run that held them all: its rows as they are
+    same, said = full_size.memory_rows(tmp_path, every, setup)
+    assert said == "" and same["held_grad_mb"].tolist() == every["held_grad_mb"].tolist()

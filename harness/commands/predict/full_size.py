@@ -62,14 +62,14 @@ def _memory_rows(run_dir: Path, configs, setup: dict, *, batch_size: int | None 
     from harness.commands.predict.counted_here import counted_words, with_cpu_activations
     from harness.perfmodel.measured import of_setup
     from harness.perfmodel.sharded import at_full_size
-    from harness.perfmodel.unused_state import whole_where_unused
+    from harness.perfmodel.unused_state import short_of, whole_where_unused
     from harness.results import store
 
     rows, size, measured = of_setup(configs, setup), setup.get("size"), int(setup.get("batch_size") or 1)
     batch = batch_size or measured
     scales = options is not None or (size not in ("full", None) and store.size_scales(store.read_run_meta(run_dir),
                                                                                         setup))  # fmt: skip
-    if not scales and batch == measured:
+    if not scales and batch == measured and short_of(rows) is None:  # idle experts: re-counted, their state whole
         return rows, ""
     full = with_cpu_activations(full_size_counts(setup, configs, batch_size=batch, options=options),
                                 *trained_source(configs, setup, options), batch, setup.get("dtype"))  # fmt: skip
