@@ -26,11 +26,13 @@ between GPUs' event clocks): an all-reduce completes on every rank within its la
 rank that launched a collective early waits for the latest launcher; its collective's time in flight
 exceeds the latest launcher's by that wait. So per collective (step, bucket), rank r waited
 `in_flight(r) − min over ranks of in_flight`, and the rank with the shortest time in flight launched
-last, late by the longest wait. Pure functions: the worker's rank 0 calls them with every rank's rows.
+last, late by the longest wait. Pure functions: the worker's rank 0 calls them with every rank's rows;
+slow_rank_words says the rank named, for why.lines (the console and the run page).
 """
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Sequence
 from typing import Any
@@ -128,6 +130,23 @@ def slowest_rank(late: dict[int, tuple[int, float]], step_ms: float, *, world_si
     if share >= LATE_STEPS_SHARE and typical >= max(LATE_MARGIN * step_ms, LATE_FLOOR_MS):
         return {"slowest_rank": rank, "slowest_rank_late_ms": typical, "slowest_rank_share": share}
     return empty
+
+
+def _value(row: Any, column: str) -> Any:
+    """A row's (a dict's or a pandas row's) value, None where it is missing or NaN."""
+    value = row.get(column) if hasattr(row, "get") else None
+    return None if value is None or (isinstance(value, float) and math.isnan(value)) else value
+
+
+def slow_rank_words(row: Any) -> str | None:
+    """'rank 1 is late by 18.0 ms per step in 91% of steps: it launches its collectives later; the others
+    wait for it'."""
+    rank = _value(row, "slowest_rank")
+    if rank is None:
+        return None
+    late, share = _value(row, "slowest_rank_late_ms") or 0.0, _value(row, "slowest_rank_share") or 0.0
+    return (f"rank {int(rank)} is late by {late:.1f} ms per step in {share:.0%} of steps: it launches its "
+            "collectives later (its work before them is slower); the others wait for it")  # fmt: skip
 
 
 GAP_PARTS = ("gap_exposed_comm_ms", "gap_waiting_ms", "gap_slower_compute_ms", "gap_rest_ms", "gap_residual_ms")

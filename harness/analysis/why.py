@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from harness.analysis import roles, stats
+from harness.analysis import gap, roles, stats
 from harness.analysis.gap import SMALL_PART
 from harness.analysis.stats import CONFIDENCE
 from harness.results.values import counted
@@ -350,23 +350,12 @@ def _pooled_overlap(repeats: pd.DataFrame) -> float:
     return float(repeats["overlap_efficiency"].median())
 
 
-def slow_rank_words(row: Any) -> str | None:
-    """'rank 1 is late by 18.0 ms per step in 91% of steps: it launches its collectives later; the others
-    wait for it'."""
-    rank = _get(row, "slowest_rank")
-    if rank is None:
-        return None
-    late, share = _get(row, "slowest_rank_late_ms") or 0.0, _get(row, "slowest_rank_share") or 0.0
-    return (f"rank {int(rank)} is late by {late:.1f} ms per step in {share:.0%} of steps: it launches its "
-            "collectives later (its work before them is slower); the others wait for it")  # fmt: skip
-
-
 def lines(
     row: Any, run: pd.DataFrame | None = None, *, cores: int | None = None, confidence: float = CONFIDENCE
 ) -> list[str]:
     """What the console and the run page say of `row`: its sentence, and its slow rank on a line of its own
     where the sentence does not name it already (its waiting part too small to be said)."""
-    said, slow = sentence(row, run, cores=cores, confidence=confidence), slow_rank_words(row)
+    said, slow = sentence(row, run, cores=cores, confidence=confidence), gap.slow_rank_words(row)
     named = slow is not None and said is not None and f"rank {int(_get(row, 'slowest_rank'))} " in said
     return [line for line in (said, f"{row['impl']}: {slow}" if slow and not named else None) if line]
 
