@@ -27,7 +27,7 @@ rank that launched a collective early waits for the latest launcher; its collect
 exceeds the latest launcher's by that wait. So per collective (step, bucket), rank r waited
 `in_flight(r) − min over ranks of in_flight`, and the rank with the shortest time in flight launched
 last, late by the longest wait. Pure functions: the worker's rank 0 calls them with every rank's rows;
-slow_rank_words says the rank named, for why.lines (the console and the run page).
+slow_rank_words says the rank named, or how near one came, for why.lines (the console and the run page).
 """
 
 from __future__ import annotations
@@ -51,6 +51,10 @@ LATE_MARGIN = 0.15
 """…and late by at least this share of the step (median over the steps it was last in)."""
 LATE_FLOOR_MS = 1.0
 """…and by at least this much (below it, scheduling noise on a loaded CPU)."""
+CHANCE = 0.05
+"""…and, for unnamed_rank_words only, last in more steps than chance gives this often where each rank is last
+1/world_size of the time (one-sided binomial: 9 of 10 steps at 2 ranks, 15 of 20): a loaded host's quiet run
+had 'rank 1 last in 50% of steps, 73.6 ms late' (19 % of its step), a coin's toss, not a near miss."""
 SMALL_PART = 0.10
 """A part under this share of the gap is not worth a word in the sentence."""
 
@@ -115,6 +119,22 @@ def late_per_step(waits: Sequence[dict[tuple[int, int], float]]) -> dict[int, tu
     return {step: max(late.items(), key=lambda item: item[1]) for step, late in by_step.items()}
 
 
+LAST_RANK = ("last_rank", "last_rank_late_ms", "last_rank_share")
+
+
+def last_rank(late: dict[int, tuple[int, float]], *, world_size: int) -> dict[str, Any]:
+    """The rank that launched last in the most steps (ties: the later in sum), its median lateness over those
+    steps and their share, named slow or not: where slowest_rank names none, how near one came."""
+    if world_size < 2 or not late:
+        return dict.fromkeys(LAST_RANK)
+    counts: dict[int, list[float]] = {}
+    for rank, lateness in late.values():
+        counts.setdefault(rank, []).append(lateness)
+    rank, latenesses = max(counts.items(), key=lambda item: (len(item[1]), sum(item[1])))
+    return {"last_rank": rank, "last_rank_late_ms": statistics.median(latenesses),
+            "last_rank_share": len(latenesses) / len(late)}  # fmt: skip
+
+
 def slowest_rank(late: dict[int, tuple[int, float]], step_ms: float, *, world_size: int) -> dict[str, Any]:
     """The rank the others wait for, or none: from at least LATE_MIN_STEPS steps, last in at least
     LATE_STEPS_SHARE of them, late by at least LATE_MARGIN of the step (and LATE_FLOOR_MS) in the median of
@@ -122,13 +142,10 @@ def slowest_rank(late: dict[int, tuple[int, float]], step_ms: float, *, world_si
     empty = {"slowest_rank": None, "slowest_rank_late_ms": None, "slowest_rank_share": None}
     if world_size < 2 or len(late) < LATE_MIN_STEPS or not step_ms:
         return empty
-    counts: dict[int, list[float]] = {}
-    for rank, lateness in late.values():
-        counts.setdefault(rank, []).append(lateness)
-    rank, latenesses = max(counts.items(), key=lambda item: (len(item[1]), sum(item[1])))
-    share, typical = len(latenesses) / len(late), statistics.median(latenesses)
+    found = last_rank(late, world_size=world_size)
+    share, typical = found["last_rank_share"], found["last_rank_late_ms"]
     if share >= LATE_STEPS_SHARE and typical >= max(LATE_MARGIN * step_ms, LATE_FLOOR_MS):
-        return {"slowest_rank": rank, "slowest_rank_late_ms": typical, "slowest_rank_share": share}
+        return {"slowest_rank": found["last_rank"], "slowest_rank_late_ms": typical, "slowest_rank_share": share}
     return empty
 
 
@@ -140,13 +157,37 @@ def _value(row: Any, column: str) -> Any:
 
 def slow_rank_words(row: Any) -> str | None:
     """'rank 1 is late by 18.0 ms per step in 91% of steps: it launches its collectives later; the others
-    wait for it'."""
+    wait for it'; where none is named, unnamed_rank_words."""
     rank = _value(row, "slowest_rank")
     if rank is None:
-        return None
+        return unnamed_rank_words(row)
     late, share = _value(row, "slowest_rank_late_ms") or 0.0, _value(row, "slowest_rank_share") or 0.0
     return (f"rank {int(rank)} is late by {late:.1f} ms per step in {share:.0%} of steps: it launches its "
             "collectives later (its work before them is slower); the others wait for it")  # fmt: skip
+
+
+def unnamed_rank_words(row: Any) -> str | None:
+    """Why no rank is named slow where the rank last most often (last_rank) was late by a slow rank's margin,
+    in more steps than chance makes one rank last (CHANCE): its share fell short (or the steps were too few).
+    None where no rank was that late, or that often: a run whose fault held rank 1 30 ms, last by 83.6 ms (22 % of
+    the step) in 9 of 10 steps, said nothing of rank 1 at all."""
+    if _value(row, "slowest_rank") is not None:
+        return None
+    rank, late, share = (_value(row, column) for column in LAST_RANK)
+    step, steps, world = _value(row, "step_ms_median"), _value(row, "steps"), _value(row, "world_size")
+    if rank is None or late is None or share is None or not step or late < max(LATE_MARGIN * step, LATE_FLOOR_MS):
+        return None
+    if not steps or not world or _chance_of(round(share * steps), int(steps), 1 / int(world)) >= CHANCE:
+        return None
+    return (f"no rank named slow, though rank {int(rank)} launched last in {share:.0%} of steps, a median "
+            f"{late:.1f} ms late ({late / step:.0%} of the median step): a slow rank is last in "
+            f"{LATE_STEPS_SHARE:.0%} of {LATE_MIN_STEPS} steps or more (docs/statistics.md), and ranks taking "
+            "turns on shared cores come near it too: more --steps on a quieter machine tell them apart")  # fmt: skip
+
+
+def _chance_of(last: int, steps: int, each: float) -> float:
+    """The chance that one given rank is last in `last` of `steps` steps or more, each rank last at `each`."""
+    return sum(math.comb(steps, k) * each**k * (1 - each) ** (steps - k) for k in range(last, steps + 1))
 
 
 GAP_PARTS = ("gap_exposed_comm_ms", "gap_waiting_ms", "gap_slower_compute_ms", "gap_rest_ms", "gap_residual_ms")

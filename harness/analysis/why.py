@@ -145,6 +145,8 @@ def _advice(column: str, row: Any, run: pd.DataFrame | None, *, cores: int | Non
         return _communication_advice(row, run, confidence)
     if column == "gap_waiting_ms":
         rank = _get(row, "slowest_rank")
+        if rank is None and gap.unnamed_rank_words(row):
+            return f"mostly rank {int(_get(row, 'last_rank'))}'s late launches, too few steps to name it slow"
         if rank is None:
             return "the ranks take turns launching late: their work per step is uneven"
         return f"rank {int(rank)} launches {_get(row, 'slowest_rank_late_ms'):.1f} ms late in " \
@@ -354,10 +356,11 @@ def lines(
     row: Any, run: pd.DataFrame | None = None, *, cores: int | None = None, confidence: float = CONFIDENCE
 ) -> list[str]:
     """What the console and the run page say of `row`: its sentence, and its slow rank on a line of its own
-    where the sentence does not name it already (its waiting part too small to be said)."""
+    where the sentence does not name it already (its waiting part too small to be said), or why none is named."""
     said, slow = sentence(row, run, cores=cores, confidence=confidence), gap.slow_rank_words(row)
-    named = slow is not None and said is not None and f"rank {int(_get(row, 'slowest_rank'))} " in said
-    return [line for line in (said, f"{row['impl']}: {slow}" if slow and not named else None) if line]
+    rank = _get(row, "slowest_rank")  # none named: the line says how near one came (gap.unnamed_rank_words)
+    named = slow is not None and said is not None and rank is not None and f"rank {int(rank)} " in said
+    return [line for line in (said, f"{_strategy(row)}: {slow}" if slow and not named else None) if line]
 
 
 SAME_CONFIGURATION = ("impl", "impl_options", "workload", "size", "batch_size", "dtype", "optimizer", "world_size",

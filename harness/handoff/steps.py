@@ -95,7 +95,8 @@ def slowest_steps(steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def part_columns(cfg: Configuration, steps: list[dict[str, Any]], baseline: dict[str, float] | None) -> dict:
     """The configuration's mean step (the slowest rank per step), its mean compute and its gap over the
     baseline taken apart as the rank that waited most sees them (gap.waiting_view; null without a
-    timeline, at world size 1, and for the baseline itself), and the slowest rank where there is one."""
+    timeline, at world size 1, and for the baseline itself), the slowest rank where there is one, and the
+    rank last most often, named or not."""
     slowest = slowest_steps(steps)
     view = gap.waiting_view(steps)
     timed = bool(view) and all(row.get("compute_ms") is not None for row in view)
@@ -114,6 +115,7 @@ def part_columns(cfg: Configuration, steps: list[dict[str, Any]], baseline: dict
     median = float(np.median([r["step_ms"] for r in slowest])) if slowest else 0.0
     row.update(gap.slowest_rank(late, median, world_size=cfg.world_size) if communicating else
                gap.slowest_rank({}, 0.0, world_size=1))  # fmt: skip
+    row.update(gap.last_rank(late if communicating else {}, world_size=cfg.world_size))
     return row
 
 
