@@ -31,6 +31,9 @@ BUFFERS = -1
 """The bucket index of a broadcast of the model's buffers (DDP's before each forward, and bucketed's)."""
 PARAMETERS = -2
 """The bucket index of a broadcast of updated parameters after the optimizer step (ZeRO's)."""
+UNUSED = -3
+"""The bucket index of the all-reduce of which parameters had a gradient on some rank (bucketed's with
+find_unused_parameters, after its buckets; DDP's own runs inside its reducer, untimed)."""
 
 
 @dataclasses.dataclass(eq=False, slots=True)
@@ -41,7 +44,7 @@ class Collective:
     bucket: int
     """The strategy's index of what travelled (a bucket, a flat group, a parameter), in launch order; BUFFERS
     or PARAMETERS for a broadcast of the model's buffers before forward or of its parameters after the
-    optimizer step."""
+    optimizer step, UNUSED for the mask of parameters used on some rank."""
     kind: str
     nbytes: int
     ready: Mark

@@ -43,7 +43,7 @@ import torch.distributed as dist
 from torch import nn
 
 from harness.bucketing import DDP_DEFAULT_CAP_MB, MIB, assign_buckets, first_bucket_bytes
-from harness.comm_timeline import BUFFERS, CommTimeline
+from harness.comm_timeline import BUFFERS, UNUSED, CommTimeline
 from harness.protocols import StrategyDefaults, option
 from impls import register
 from impls._support.common import (
@@ -270,7 +270,12 @@ class Bucketed(StrategyDefaults):
                 )
             return used_here
         mask = torch.tensor(used_here, dtype=torch.int32, device=self._params[0].device)
-        dist.all_reduce(mask)
+        if self._timeline is None:
+            dist.all_reduce(mask)
+        else:  # timed as the buckets are: untimed, its wait read as the strategy's own work, not communication
+            self._timeline.blocking(
+                lambda: dist.all_reduce(mask), bucket=UNUSED, nbytes=nbytes(mask), kind="unused_mask"
+            )
         return [bool(n) for n in mask.tolist()]
 
     def _stage_missing_gradients(self) -> None:

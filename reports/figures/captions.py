@@ -78,7 +78,8 @@ CAPTIONS = {
     "after backward by design: 0; a strategy with a single bucket hides none either).",
     "timeline": "One ordinary step (rank 0's median step): rank 0's phases on the first row of each strategy, "
     "then each bucket's collective (an all-reduce; FSDP's all-gathers and reduce-scatters; the broadcasts of "
-    "buffers before forward and of ZeRO's parameters after its step) from launch to completion. The phases' row "
+    "buffers before forward and of ZeRO's parameters after its step; bucketed's mask of used parameters with "
+    "find_unused_parameters) from launch to completion. The phases' row "
     "draws in red when a collective was in flight and no compute ran (communication not hidden, taken out of the "
     "phase it fell in as the stacked bars take it: DDP waits for its last buckets inside backward), so a bucket over "
     "the orange backward is hidden, and one over the red is not. A tick marks when a bucket was ready, where it had "

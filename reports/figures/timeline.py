@@ -89,12 +89,14 @@ def drawn_ranks(timed: pd.DataFrame) -> list[int]:
 
 
 def collective_name(collective) -> str:
-    """'bucket 3' for a gradient all-reduce, 'broadcast buffers' for what a broadcast carried (its kind), else
-    the collective and its index ('all-gather 2')."""
+    """'bucket 3' for a gradient all-reduce, 'broadcast buffers' for what a broadcast carried and 'unused mask'
+    for bucketed's mask of used parameters (its kind: no bucket's), else the collective and its index
+    ('all-gather 2')."""
     kind = getattr(collective, "collective", "all_reduce")  # a timeline of the gradients' alone
     if kind == "all_reduce":
         return f"bucket {collective.bucket}"
-    return kind.replace("_", " ") if kind.startswith("broadcast") else f"{kind.replace('_', '-')} {collective.bucket}"
+    whole = kind.startswith("broadcast") or kind == "unused_mask"
+    return kind.replace("_", " ") if whole else f"{kind.replace('_', '-')} {collective.bucket}"
 
 
 def _add_phases(figure: go.Figure, row: str, collectives: pd.DataFrame, *, first: bool) -> None:

@@ -90,3 +90,45 @@ def test_without_find_unused_parameters_the_unused_branch_is_refused_in_one_line
     refused = observed(1)[0]["refused"]
     assert isinstance(refused, str) and "\n" not in refused
     assert "extra.weight" in refused and "--opt find_unused_parameters=true" in refused
+
+
+def timed_mask_steps() -> list[dict]:
+    """Two steps with find_unused_parameters and a timeline attached: every collective's row."""
+    from harness.comm_timeline import CommTimeline
+    from harness.measure.timing import StepTimer
+    from harness.measure.training import OPTIMIZER, train_step
+
+    workload = TinyClassification(model=SometimesExtra)
+    strategy, timeline, timer = impls.create("bucketed", find_unused_parameters=True), CommTimeline(CPU), StepTimer()
+    assert strategy.attach_timeline(timeline)
+    model = strategy.wrap(build_model(workload, seed=SEED, device=CPU))
+    optimizer = strategy.make_optimizer(model.parameters(), OPTIMIZER, lr=1e-3)
+    rank = dist.get_rank()
+    for step in range(2):
+        model.use_extra = uses_extra(rank, step)
+        batch = make_batch(workload, batch_size=BATCH, seed=SEED, rank=rank, step=step, device=CPU)
+        train_step(model=model, workload=workload, strategy=strategy, optimizer=optimizer, batch=batch,
+                   timer=timer, timeline=timeline, step=step)  # fmt: skip
+    return [{**row, "phases": phases} for row in timeline.rows() for s, phases in enumerate(timer.collect())
+            if row["step"] == s]  # fmt: skip
+
+
+def test_the_mask_of_used_parameters_is_a_timed_collective_after_the_buckets():
+    """Its all-reduce is communication a step waits for: untimed, its wait read as the strategy's own work."""
+    import types
+
+    from harness.analysis import overlap
+    from harness.comm_timeline import UNUSED
+    from reports.figures.timeline import collective_name
+
+    rows = run_in_process_group(timed_mask_steps, world_size=2)[0]
+    for step in (0, 1):
+        mine = [r for r in rows if r["step"] == step]
+        masks = [r for r in mine if r["bucket"] == UNUSED]
+        assert len(masks) == 1 and masks[0]["collective"] == "unused_mask" and masks[0]["blocking"], mine
+        assert masks[0]["bytes"] == 4 * 4  # one int32 a parameter: main's and extra's weight and bias
+        assert masks[0]["launched_ms"] >= max(r["launched_ms"] for r in mine if r["bucket"] >= 0)
+        assert collective_name(types.SimpleNamespace(**masks[0])) == "unused mask"
+        figures = overlap.step_communication(masks[0]["phases"], [{k: v for k, v in r.items() if k != "phases"}
+                                                                  for r in mine])  # fmt: skip
+        assert figures["comm_ms"] >= masks[0]["done_ms"] - masks[0]["launched_ms"] - 1e-6
