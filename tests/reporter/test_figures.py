@@ -195,6 +195,22 @@ def test_time_breakdown_stacks_the_phases_from_measured_steps_only(cpu_run):
     assert all(" · w2" in label for label in untimed)  # one rank communicates nothing; local communicates nothing
 
 
+def test_time_breakdown_names_the_rank_each_bar_draws(cpu_run):
+    """Two ranks that wait for each other end their steps nearly together: a straggler's bar (more compute) and
+    its peer's (more communication not hidden) differ in kind, so each bar says whose steps it draws."""
+    figure = stepfigures.time_breakdown(cpu_run.configs, cpu_run.phases, workload="mlp")
+    steps = store.read_steps(DATA / "cpu_run")
+    measured = steps[~steps["warmup"]]
+    slowest = measured.groupby(["config_id", "rank"])["step_ms"].mean().groupby("config_id").idxmax()
+    shown = aggregate.labelled(cpu_run.configs, workload="mlp").merge(cpu_run.phases, on="config_id")  # the bars' order
+    assert len(shown) == len(figure.data[0].x) > 2
+    for label, (config_id, row) in zip(figure.data[0].x, shown.set_index("config_id").iterrows(), strict=True):
+        if row["world_size"] > 1:
+            assert f" · rank {slowest[config_id][1]}" in label, (label, config_id)
+        else:
+            assert " · rank " not in label, label
+
+
 def test_a_run_from_before_communication_was_measured_draws_no_communication_figure(cpu_run):
     assert cpu_run.configs["comm_ms"].isna().all()  # schema 3: inferred, not measured
     assert stepfigures.exposed_communication(cpu_run.configs, workload="mlp") is None
