@@ -23,7 +23,7 @@ def test_a_row_with_measured_communication_says_how_much_was_hidden():
     line = console.describe_row(ROW)
     assert line == (
         "w2 mlp/small stock: 77.29 ms/step median (p10 70.00, p90 80.00), 904 samples/s at the median, "
-        "comm 37.4 ms/step mean (27.4 exposed, 24% hidden), parity ok"
+        "comm 37.4 ms/step mean over ranks (27.4 exposed, 24% hidden), parity ok"
     )
 
 
@@ -340,7 +340,7 @@ def test_a_lossy_hook_says_why_its_parity_is_not_judged_and_how_far_it_was():
 def test_a_timed_row_says_the_bytes_a_step_sent_beside_its_ms():
     """A bf16 hook halves what travels (8,481,792 bytes a step against 16,963,584), which gloo's ms barely show."""
     line = console.describe_row({**ROW, "comm_bytes": 8481792.0})
-    assert ", comm 37.4 ms/step mean (27.4 exposed, 24% hidden, 8.09 MiB of messages), parity ok" in line
+    assert ", comm 37.4 ms/step mean over ranks (27.4 exposed, 24% hidden, 8.09 MiB of messages), parity ok" in line
     assert "sent" not in console.describe_row({**ROW, "comm_bytes": None})  # no timeline: nothing claimed
 
 
