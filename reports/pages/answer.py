@@ -154,8 +154,9 @@ def world_table(group: pd.DataFrame, recommendations: pd.DataFrame, *, workload:
 def answer_section(run: RunData, workloads: list[str]) -> str:
     frames = {workload: ranked(run.configs, workload=workload, confidence=run_confidence(run.meta)) for workload in
               workloads}  # fmt: skip
+    # why the intervals are at two levels: said above the first table, after the first headline, so the answer leads
     levels = levels_note(list(frames.values()), run.meta.get("config") or {}, swept=not run.recommendations.empty)
-    parts = ["<h2 id=answer>The answer</h2>", levels]
+    parts = ["<h2 id=answer>The answer</h2>"]
     stand_in = pooled = explained = False
     leaders: set[str] = set()  # the strategies a headline names first
     for workload, frame in frames.items():
@@ -180,11 +181,12 @@ def answer_section(run: RunData, workloads: list[str]) -> str:
             explained |= said  # the buckets' why, once a page
             contenders = deployable(one_layout_pooled(group).loc[lambda rows: ~rows["is_floor"]])
             lead = optimizer_lead(contenders, reference, run)
-            parts += [f"<p class=headline>{headline(group, control)}{lead}</p>", caps,
+            parts += [f"<p class=headline>{headline(group, control)}{lead}</p>", caps, levels,
                       world_table(group, verdicts, workload=workload)]  # fmt: skip
+            levels = ""
             leaders.update(contenders["impl"].head(1))
             parts.append(floor.answer_below_floor(one_layout_pooled(group)) + hidden.late_note(group))  # as ranked
-    if len(parts) == 2:
+    if len(parts) == 1:
         parts.append("<p>No configuration of this run was measured: nothing to rank.</p>")
     parts.append(strategies_legend(list(dict.fromkeys(run.configs.loc[run.configs["status"] == "ok", "impl"])),
                                    leaders))  # fmt: skip

@@ -503,6 +503,17 @@ def test_a_page_with_intervals_at_two_levels_says_why_once():
     assert "intervals at 2 ranks" not in text(run_page.run_page(repeated_run(count=3)))  # one level: nothing to say
 
 
+def test_the_answer_opens_with_its_headline_and_the_levels_note_waits_for_the_first_table():
+    """A team lead at 420 px found 'The answer' opening on a paragraph of statistics ('Ratio intervals at 2 ranks
+    or more … are 99.5%, not 95%: …') that pushed 'At 2 ranks: stock leads: 134.5 ms a step' off the first
+    screen: the note explains the table's intervals, so it belongs just above the first table, under the
+    headline."""
+    markup = answer.answer_section(repeated_run(count=3, repeats="auto", max_repeats=4), ["mlp"])
+    headline, note, table = (markup.index(mark) for mark in ("class=headline", "Ratio intervals at 2", "<table"))
+    assert headline < note < table
+    assert markup.count("Ratio intervals at 2") == 1
+
+
 def repeated_sweep(count: int = 3, **config) -> aggregate.RunData:
     """tests/data/bucket_sweep (stock at caps 1, 5 and 25 MiB) as `count` repeats, each cap's steps a different
     share slower each repeat, with the sweep's verdicts at the run's confidence (pooled.run_confidence)."""
