@@ -44,6 +44,13 @@ def speed_order(rows: pd.DataFrame) -> list[str]:
     return list(largest.sort_values("step_ms_median", kind="stable")["label"])
 
 
+def scaling_order(rows: pd.DataFrame, column: str) -> list[str]:
+    """Strategy labels by `column` (a scaling efficiency) at the largest world size each reached, highest first:
+    the legend in the order its lines end (it was grouped by name: 'stock bucket_cap_mb=25' above '=5')."""
+    largest = rows.sort_values("world_size").groupby("label", sort=False).tail(1)
+    return list(largest.sort_values(column, ascending=False, kind="stable")["label"])
+
+
 def pooled_repeats(rows: pd.DataFrame, column: str) -> pd.DataFrame:
     """Per strategy (its label without the repeat) and world size, over its repeats: `value` the geometric mean
     of `column` (a step time or a throughput: the answer ranks strategies by the geometric mean of the repeats'
@@ -170,8 +177,8 @@ def scaling(configs: pd.DataFrame, *, workload: str) -> go.Figure:
     hover = "%{x} ranks: %{y:.3f}" + (", against its own one-rank step %{customdata:.3f}" if vs_local else "")
     figure = new_figure()
     colours = strategy_colours(rows)
-    for label, group in rows.groupby("label", sort=False):
-        group = group.sort_values("world_size")
+    for label in scaling_order(rows, shown):  # the legend reads as the lines end, best first, as the bars rank
+        group = rows[rows["label"] == label].sort_values("world_size")
         figure.add_trace(go.Scatter(name=label, x=group["world_size"], y=group[shown], mode="lines+markers",
                                     line_color=colours[label], customdata=group["scaling_efficiency"],
                                     hovertemplate=hover + "<extra>%{fullData.name}</extra>"))  # fmt: skip

@@ -95,7 +95,7 @@ def test_scaling_has_one_line_per_strategy_against_local_at_one_rank_and_the_ide
     """Against local at one rank (the run has it), as the sentence ranks, even with one repeat: each line starts at
     its one-rank throughput over local's, its own figure (1 at one rank) in the hover."""
     figure = figures.scaling(cpu_run.configs, workload="mlp")
-    assert names(figure) == ["local", "naive", "stock", "ideal"]
+    assert names(figure) == ["local", "stock", "naive", "ideal"]  # as the lines end, best first
     one_rank = cpu_run.configs[cpu_run.configs["world_size"] == 1].set_index("impl")["samples_per_s"]
     for trace in figure.data[:-1]:
         assert trace.y[0] == pytest.approx(one_rank[trace.name] / one_rank["local"])
@@ -583,3 +583,16 @@ def test_the_strategies_figure_draws_each_modelled_step_and_floor_and_nothing_fo
     assert [trace.name for trace in figure.data] == ["DDP, predicted", "ZeRO-1, predicted", "ZeRO-1, full-size floor"]
     assert list(figure.data[1].x) == [8, 16] and list(figure.data[1].y) == [90.0, 95.0]  # by GPU count
     assert whatif.strategies_vs_gpus(best[["world_size", "step_ms"]], cluster="dgx-h100") is None
+
+
+@pytest.mark.parametrize("scenario", ["cpu_run", "bucket_sweep"])
+def test_the_scaling_legend_lists_the_lines_as_they_end_best_first_as_the_bars_rank(scenario):
+    """A team lead read the scaling legend in name order ('stock bucket_cap_mb=1, …=25, …=5'; 'bucketed, fsdp,
+    local, …') under step-time bars ranked fastest first: the legend is now the order the lines end at the
+    largest world size, highest first, which against local at one rank is the bars' order."""
+    configs = load(scenario).configs
+    lines = [trace for trace in figures.scaling(configs, workload="mlp").data if trace.name != "ideal"]
+    ends = [trace.y[-1] for trace in lines]
+    assert len(lines) >= 3 and ends == sorted(ends, reverse=True)
+    bars = [trace.name for trace in figures.step_time_by_strategy(configs, workload="mlp").data]
+    assert [trace.name for trace in lines] == [name for name in bars if name in {t.name for t in lines}]
