@@ -270,6 +270,19 @@ def test_the_index_shows_each_runs_headline_step_time(golden_site):
         assert re.search(r"mlp/\w+ \w+, 2 ranks: <b>[^<]+</b> \d+\.\d+ ms", row), row
 
 
+def test_the_index_says_what_its_answer_column_means_once_above_the_table_not_in_its_header(golden_site):
+    """A team lead at 420 px read the answer column's header as an 11-line parenthetical ('leading strategy as
+    measured on the run's machine (one to deploy where one was measured; largest world size; …)') that pushed the
+    runs off the first screen: the header is short, the meaning said once in the intro above the table."""
+    index = golden_site.index.read_text()
+    headers = re.findall(r"<th>(.*?)</th>", index.split("</thead>", 1)[0])
+    assert headers[1] == "leading strategy" and max(len(h) for h in headers) <= len("comparisons (BASE → NEW)")
+    intro = index.split("<table", 1)[0]
+    for meaning in ("the one to deploy where one was measured", "the largest world size", "geometric mean of repeats",
+                    "'fastest' where decided"):  # fmt: skip
+        assert intro.count(meaning) == 1, meaning
+
+
 def test_a_comparison_page_opens_with_its_outcome_and_the_index_lists_it(tmp_path):
     frame = pd.DataFrame([{"impl": "stock", "impl_options": "{}", "workload": "mlp", "size": "tiny", "world_size": 2,
                            "base_ms": 10.0, "new_ms": 11.0, "ratio": 1.1, "ratio_ci_low": 1.05, "ratio_ci_high": 1.15,
