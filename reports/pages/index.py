@@ -68,8 +68,8 @@ def run_headline(configs: pd.DataFrame, meta: dict[str, Any] | None = None) -> s
 
 STOPPED, COMPLETE = "stopped", "complete"
 
-GIVEN_UP = "leads; given up as out of reach within --max-repeats"
-"""The index's caveat where the leader's pair with the reference is a verdict --repeats auto gave up on."""
+GIVEN_UP = "leads; too few repeats to tell it from {next}, the next, and given up as out of reach within --max-repeats"
+"""The index's caveat where the leader's pair with the reference is a verdict --repeats auto gave up on, naming it."""
 
 
 def lead_words(group: pd.DataFrame, found: list[decide.Verdict]) -> list[str]:
@@ -90,7 +90,7 @@ def lead_words(group: pd.DataFrame, found: list[decide.Verdict]) -> list[str]:
         and pair.given_up
         and (reference["strategy"] in (best["strategy"], runner["strategy"]))
     ):  # the console's word: more repeats will not decide it
-        caveat = GIVEN_UP
+        caveat = GIVEN_UP.format(next=runner["strategy"])
     if mine is None or runner["strategy"] == reference["strategy"]:  # the next is the reference: that very verdict
         return [caveat]
     if caveat in (f"leads; {evidence.NO_CHANGE_SHOWN}", "leads; too few repeats"):

@@ -760,7 +760,10 @@ def test_the_index_says_given_up_where_the_console_gave_the_verdict_up():
     meta = {"config": {"repeats": "auto", "max_repeats": 20}}
     (verdict,) = decide.strategy_verdicts(rows, confidence=decide.look_confidence(20), max_repeats=20)
     assert verdict.given_up and not verdict.decided  # what the console said
-    assert html.unescape(pages.run_headline(rows, meta)).endswith(f"({pages.GIVEN_UP})")
+    said = html.unescape(pages.run_headline(rows, meta))
+    assert said.endswith(f"({pages.GIVEN_UP.format(next='zero')})")
+    # what was given up, against what: 'leads; given up as out of reach' alone left a team lead asking
+    assert "(leads; too few repeats to tell it from zero, the next, and given up as out of reach" in said
     assert pages.run_headline(rows).endswith("(leads; too few repeats)")  # a fixed --repeats gives nothing up
 
 
