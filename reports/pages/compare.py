@@ -34,7 +34,8 @@ def _get(row, column: str):
 
 def configuration_label(row) -> str:
     strategy = comparing.named(row)  # as everywhere (values.configuration_label); as shipped: its pair
-    parts = [strategy.strip(), f"{_get(row, 'workload')}/{_get(row, 'size')}", f"w{_get(row, 'world_size')}"]
+    # in the console's order ('w2 mlp/tiny stock'), so a line of `compare` finds its row on the page
+    parts = [f"w{_get(row, 'world_size')}", f"{_get(row, 'workload')}/{_get(row, 'size')}", strategy.strip()]
     return " ".join(p for p in parts if p)
 
 

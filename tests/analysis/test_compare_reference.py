@@ -40,7 +40,7 @@ def test_plain_stock_in_base_is_judged_against_news_25_mib_stand_in_and_said_so(
     assert code == 3  # one repeat a side: too few repeats to tell, and naive is missing in NEW
     assert f"w1 mlp/tiny {PAIRED}: " in out.out and "stock: not compared" not in out.err
     page = (results.parent / "compare" / "cpu_run_vs_bucket_sweep.html").read_text()
-    assert f"{html.escape(PAIRED)} mlp/tiny w2" in page
+    assert f"w2 mlp/tiny {html.escape(PAIRED)}" in page  # named as the console names it (the line above)
 
 
 def test_the_stand_in_in_base_is_judged_against_plain_stock_in_new_and_the_other_caps_name_news(results, capsys):
