@@ -118,6 +118,8 @@ def ratio_figure(frame: pd.DataFrame, *, threshold: float) -> go.Figure:
     figure.add_vrect(x0=1 - threshold, x1=1 + threshold, fillcolor="#999", opacity=0.15, line_width=0)
     figure.add_vline(x=1.0, line_dash="dash", line_color="#555")
     axis_range = _ratio_range([ratio, low, high], threshold)
+    for trace in _cut_arrows(labels, low, high, axis_range):
+        figure.add_trace(trace)
     return styled(
         figure,
         title=f"new / base step time per configuration: the ratio of the repeats' geometric means, whiskers its "
@@ -131,6 +133,27 @@ def ratio_figure(frame: pd.DataFrame, *, threshold: float) -> go.Figure:
         height=max(300, 40 * len(labels) + 140),
         showlegend=False,
     )
+
+
+def _cut_arrows(labels: list[str], low: pd.Series, high: pd.Series, axis_range: list[float]) -> list[go.Scatter]:
+    """An arrow at the axis's edge for each whisker that runs past it (WIDEST): a two-repeat interval of 0.036–20.9
+    read as a plain line to the edge, as if it ended there; the hover gives it whole, as the table does."""
+    edges = (("arrow-left", 10 ** axis_range[0], low < 10 ** axis_range[0] * 0.999),
+             ("arrow-right", 10 ** axis_range[1], high > 10 ** axis_range[1] * 1.001))  # fmt: skip
+    return [
+        go.Scatter(
+            x=[edge] * int(cut.sum()),
+            y=[label for label, c in zip(labels, cut, strict=True) if c],
+            mode="markers",
+            marker={"symbol": symbol, "size": 12, "color": "#555"},
+            cliponaxis=False,
+            customdata=np.stack([low[cut], high[cut]], axis=-1),
+            hovertemplate="%{y}: the interval runs past the axis: "
+            "%{customdata[0]:.3g}–%{customdata[1]:.3g}<extra></extra>",
+        )
+        for symbol, edge, cut in edges
+        if cut.any()
+    ]
 
 
 OUTCOME_CLASS = {comparing.UNDECIDED: "banner", comparing.PASSED: "headline"}  # what failed the gate: "alarm"
@@ -176,7 +199,8 @@ def comparison_page(base: str, new: str, frame: pd.DataFrame, judged: dict, *, e
         return page(f"ddpbench compare: {comparing.comparison_name(base, new)}", "\n".join(parts), depth=1, plots=False)
     caption = (
         f"Each point is a configuration's ratio; the whisker is its {comparing.interval_level(frame)} interval "
-        "where the runs have the repeats."
+        "where the runs have the repeats; an arrow at the edge marks one that runs past the axis (the table gives "
+        "it whole)."
     )
     parts.append(FigureList().add(ratio_figure(frame, threshold=threshold), caption))
     parts.append(comparison_table(frame))

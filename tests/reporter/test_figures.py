@@ -558,6 +558,23 @@ def test_the_comparison_figure_is_on_a_log_axis_that_an_interval_of_two_repeats_
         frame.assign(ratio_ci_low=[0.98, 0.85], ratio_ci_high=[1.06, 0.95]), threshold=0.05
     )
     assert 10 ** narrow.layout.xaxis.range[1] == pytest.approx(1.06 * 1.1)  # a tight interval keeps its scale
+    assert len(narrow.data) == 1  # nothing cut: no arrow
+
+
+def test_the_comparison_figure_marks_each_whisker_cut_at_its_axis_with_an_arrow_at_the_edge():
+    """A team lead read a two-repeat interval of 0.036–20.9 as a line that ended at the 0.25×–4× axis's edges: an
+    arrow there now says it runs on, on that side only, and its hover gives the interval whole."""
+    from reports.pages import compare as comparison
+
+    frame = pd.DataFrame({"impl": ["stock", "naive", "flat"], "workload": ["mlp"] * 3, "size": ["tiny"] * 3,
+                          "world_size": [2, 2, 2], "ratio": [1.02, 0.9, 1.5], "ratio_ci_low": [0.036, 0.85, 1.2],
+                          "ratio_ci_high": [20.9, 0.95, 9.0]})  # fmt: skip
+    arrows = {trace.marker.symbol: trace for trace in comparison.ratio_figure(frame, threshold=0.05).data[1:]}
+    assert set(arrows) == {"arrow-left", "arrow-right"}
+    assert list(arrows["arrow-left"].y) == ["w2 mlp/tiny stock"] and arrows["arrow-left"].x[0] == pytest.approx(0.25)
+    assert list(arrows["arrow-right"].y) == ["w2 mlp/tiny stock", "w2 mlp/tiny flat"]
+    assert arrows["arrow-right"].x[0] == pytest.approx(4.0)
+    assert [list(pair) for pair in arrows["arrow-right"].customdata] == [[0.036, 20.9], [1.2, 9.0]]
 
 
 def test_memory_draws_each_configurations_highest_peak_and_noise_its_median_cv_over_repeats(cpu_run):
