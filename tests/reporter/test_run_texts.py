@@ -681,6 +681,8 @@ def test_the_what_if_page_says_how_to_price_fewer_gpus_than_a_node_and_that_way_
     h100 = cluster.load("dgx-h100")
     said = whatif.within_node(h100)
     assert "(2 or 4): <code>ddpbench predict --run RUN --cluster dgx-h100 --gpus 2,4 --page FILE.html</code>" in said
+    # on a run's page, the command names the run: one a teammate can paste
+    assert "<code>ddpbench predict --run r1 --cluster dgx-h100 --gpus 2,4 --page" in whatif.within_node(h100, "r1")
     # the way it names: those counts priced as they are, in one node, each at its own cost on the node's links
     assert gpu_counts_on_nodes([2, 4], [], per_node=h100.gpus_per_node, cluster=h100.name) == [2, 4]
     link = nccl.ClusterLink(h100)
@@ -722,3 +724,14 @@ def test_the_what_if_choice_table_gives_each_picks_peak_a_rank_beside_its_step()
     shown, cells = with_peak_column(header, rows, choices, 44.39)
     assert shown == ("GPUs", "book", "step ms", "peak GiB a rank (of 44.39)", "GPU-h per 1B tokens")
     assert [row[3] for row in cells] == ["4", "", "4 / 18.8"] and cells[0][4] == "≥7.82"
+
+
+def test_a_cpu_runs_what_if_banner_names_the_run_and_the_cluster_in_its_command():
+    """A team lead read 'ddpbench predict --run RUN --cluster NAME --local-step-ms MS --page FILE.html' atop the
+    what-if page of run strat on dgx-h100: both were known to the page; only the GPU's step (MS) is the reader's."""
+    from reports.pages.whatif import memory as whatif_memory
+
+    h100 = types.SimpleNamespace(name="dgx-h100")
+    banner = whatif_memory.device_banner({"device": "cpu", "run_id": "strat"}, h100, None)
+    assert "<code>ddpbench predict --run strat --cluster dgx-h100 --local-step-ms MS --page FILE.html</code>" in banner
+    assert "--run RUN" not in banner and "--cluster NAME" not in banner

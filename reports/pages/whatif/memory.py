@@ -294,9 +294,9 @@ def device_banner(meta: dict, cluster: Cluster, local_step_ms: float | None, *, 
                 "would not and whose optimizer takes another share of the step: so this page names no step, no "
                 "strategy to book and no cap, only what holds whatever the GPU computes: the communication "
                 f"{esc(cluster.name)}'s network adds to a step and the memory a GPU holds. <code>ddpbench predict "
-                "--run RUN --cluster NAME --local-step-ms MS --page FILE.html</code> gives the rest for your GPU's "
-                f"one-GPU step; FILE.html in this site's folder (beside its index.html), the index, the run's page "
-                f"and this one link it{_given(meta)}.</p>")  # fmt: skip
+                f"--run {esc(meta.get('run_id', 'RUN'))} --cluster {esc(cluster.name)} --local-step-ms MS --page "
+                "FILE.html</code> gives the rest for your GPU's one-GPU step; FILE.html in this site's folder (beside "
+                f"its index.html), the index, the run's page and this one link it{_given(meta)}.</p>")  # fmt: skip
     return (f'<p class="banner">The profile was measured on <b>{esc(device)}</b>: its forward, backward and optimizer '
             f"times are that device's, set here against {esc(cluster.name)}'s communication.</p>")  # fmt: skip
 

@@ -175,7 +175,7 @@ def whatif_page(meta: dict, configs: pd.DataFrame, profiles: pd.DataFrame, clust
         _left_out(setup_name, left_out),
         "" if rows.empty else wp.carried_banner(cluster, rows["nodes"]),
     ]
-    asked = _asked(worlds, cluster) if gpus else within_node(cluster)  # under the first setup's answer
+    asked = _asked(worlds, cluster) if gpus else within_node(cluster, run_id)  # under the first setup's answer
     # a page to share is one setup's: the one it predicts (the full size, --batch-size's), the run's profile after
     predicted = full_size.predicted_name(rows, trained) if setup_name and not rows.empty else setup_name
     named = f"{setup_name} (run {run_id})" if predicted == setup_name else predicted
@@ -283,7 +283,7 @@ def _asked(worlds: list[int], cluster: Cluster) -> str:
     )
 
 
-def within_node(cluster: Cluster) -> str:
+def within_node(cluster: Cluster, run_id: str = "RUN") -> str:
     """How to price fewer GPUs than a node (a user who asked about 4 GPUs found the page start at 8, one node):
     predict's --gpus, which the collective model prices on the node's own links as any count of ranks in a node."""
     fewer = [n for n in (2, 4) if n < cluster.gpus_per_node]
@@ -291,8 +291,8 @@ def within_node(cluster: Cluster) -> str:
         return ""
     counts = ",".join(map(str, fewer))
     return (f"<p>Fewer GPUs than {esc(cluster.name)}'s {cluster.gpus_per_node} a node ({' or '.join(map(str, fewer))}"
-            f"): <code>ddpbench predict --run RUN --cluster {esc(cluster.name)} --gpus {counts} --page FILE.html"
-            "</code> prices them in one node, this page's tables and choice at those counts.</p>")  # fmt: skip
+            f"): <code>ddpbench predict --run {esc(run_id)} --cluster {esc(cluster.name)} --gpus {counts} --page "
+            "FILE.html</code> prices them in one node, this page's tables and choice at those counts.</p>")  # fmt: skip
 
 
 def _profiled(group: pd.DataFrame) -> str:
