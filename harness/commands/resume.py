@@ -30,7 +30,10 @@ def resume(args: argparse.Namespace):
     _locate(args)
     validate_run_id(args.resume, flag="--resume")
     steering = _steering(args, _stored_config(args))
-    config, plan, done = bench_run.resume_run(args.results, args.resume, retry_failed=args.retry_failed)
+    node_rank = steering.get("node_rank") or 0  # only node 0 holds the run: the other nodes share its session
+    config, plan, done = bench_run.resume_run(
+        args.results, args.resume, retry_failed=args.retry_failed, node_rank=node_rank
+    )
     config = dataclasses.replace(config, **steering)
     pace = _pace(plan.run)
     standing, next_round = repeats.more_to_decide(config, plan, pace=pace) if not plan.configurations else (None, [])

@@ -7,8 +7,11 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import fcntl
+import json
 import os
 import shutil
+import socket
 import time
 from pathlib import Path
 from typing import Any
@@ -17,9 +20,12 @@ from harness.config.bench import BenchConfig, ConfigError
 from harness.config.grid import Configuration
 from harness.config.ranks import available_cpus, threads_per_rank
 from harness.results import layout, store
+from harness.results.invocation import resume_command
 from harness.results.layout import RunFolder
 
 POLL_S = 0.5
+_held: dict[Path, int] = {}
+"""The run folders this process holds, by path: their lock's file descriptor, open until the process exits."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -70,6 +76,8 @@ def create_run(
         raise RunIdTaken(f"--run-id {run_id!r} already exists in {config.results}; choose another run id") from None
     except OSError as error:  # what the up-front check cannot see (/proc, a read-only mount): one line, no traceback
         raise ConfigError(f"--results {str(config.results)!r} cannot be written: {error.strerror or error}") from None
+    if config.node_rank == 0:  # the other nodes share node 0's folder and session
+        hold_run(run, run_id)
     started_at = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     threads = run_threads(config, configurations, device=device)
     context = {
@@ -127,12 +135,15 @@ def _wait_for_node_zero(run: Path) -> None:
         time.sleep(POLL_S)
 
 
-def resume_run(results: Path, run_id: str, *, retry_failed: bool = False) -> tuple[BenchConfig, BenchRun, int]:
+def resume_run(
+    results: Path, run_id: str, *, retry_failed: bool = False, node_rank: int = 0
+) -> tuple[BenchConfig, BenchRun, int]:
     """The configuration and plan of an interrupted run, left with what it did not write.
 
     Returns (config, plan, number already written). Nothing is overwritten: a configuration
     whose part exists is skipped; with `retry_failed` a failed one is run again, its failed row
     and records set aside in retried/<config_id>/ first (a failed row holds no measured step).
+    Node 0 holds the run (`hold_run`) before it decides what is left: a session still writing it is refused.
     """
     run = store.run_dir(results, run_id)
     if not RunFolder(run).run_json.is_file():
@@ -141,6 +152,8 @@ def resume_run(results: Path, run_id: str, *, retry_failed: bool = False) -> tup
     meta = store.read_run_meta(run)
     if meta.get("kind") == store.COLLECTIVES_KIND:
         raise ConfigError(f"--resume {run_id!r} is a `ddpbench collectives` run; run the measurement again instead")
+    if node_rank == 0:
+        hold_run(run, run_id)
     config = BenchConfig.from_json({**meta["config"], "results": str(results), "command": meta.get("command", ())})
     configurations = [Configuration.from_json(c) for c in meta["configurations"]]
     if retry_failed:
@@ -167,3 +180,40 @@ def _set_aside(run: Path, config_id: str) -> None:
     if failures.is_dir():  # the retry's own records must not be read as this failure's
         shutil.rmtree(aside / layout.FAILURES, ignore_errors=True)
         os.replace(failures, aside / layout.FAILURES)
+
+
+def hold_run(run: Path, run_id: str) -> None:
+    """Lock the run folder for this process, or refuse (exit 2) while another session holds it.
+
+    Two sessions in one run folder (a `--resume` while the run, or another resume, still runs) would both
+    run what is left and overwrite each other's rows: one session's measurements lost unsaid. The lock is
+    flock's, so the kernel drops it when the holder exits however it ends (kill -9 included): a stale lock
+    never blocks a resume. The file keeps the holder's pid, host and start, for the refusal to name them.
+    """
+    key = Path(run).resolve()
+    if key in _held:
+        return
+    fd = os.open(Path(run) / layout.SESSION_LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = _holder(fd)
+        os.close(fd)
+        raise ConfigError(
+            f"run {run_id!r} in {str(Path(run).parent)!r} is being run by another ddpbench session ({holder}): "
+            "a second one would run its configurations again over its rows; wait for it to end (or stop it), then "
+            f"{resume_command(run_id, Path(run).parent)} runs what it left"
+        ) from None
+    since = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    os.ftruncate(fd, 0)
+    os.write(fd, json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "since": since}).encode())
+    _held[key] = fd
+
+
+def _holder(fd: int) -> str:
+    """Who holds the lock, as its file says: 'pid 123 on host, since …' ('its holder unknown' if unreadable)."""
+    try:
+        held = json.loads(os.pread(fd, 4096, 0).decode())
+        return f"pid {held['pid']} on {held['host']}, since {held['since']}"
+    except (OSError, ValueError, KeyError, TypeError):
+        return "its holder unknown"

@@ -46,6 +46,7 @@ WRITTEN_BEFORE = f"{CACHE}/rows/configs.parquet"
 and repeat) reuses it instead of computing it again; `bench` removes it when the run has ended (an
 interrupted run keeps it for --resume)."""
 PROGRESS = ".progress.json"
+SESSION_LOCK = ".session.lock"
 LIVENESS = ".liveness"
 
 
@@ -101,6 +102,8 @@ ENTRIES = (
     Entry(PROGRESS, "rank 0's hint of how far the current configuration is (hidden)", "rank 0"),
     Entry(f"{LIVENESS}/", "each rank's pid and its answers when the launcher asks who is alive (hidden)",
           "every rank"),
+    Entry(SESSION_LOCK, "locked (flock) by the session writing the run, which it names (pid, host, start): a "
+          "--resume while it runs is refused (hidden)", "bench"),
 )  # fmt: skip
 
 

@@ -5,6 +5,10 @@ configurations again and keeps their failed rows in retried/."""
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
 from types import SimpleNamespace
 
 import pyarrow.parquet as pq
@@ -102,6 +106,37 @@ def test_resume_of_a_run_folder_reads_it_from_its_parent(tmp_path, capsys):
     assert code == 2 and "--resume runs the stored run's own grid and settings; --steps would change" in err, err
     code, _, err = bench(capsys, tmp_path / "other", "--resume", str(tmp_path / "x"))
     assert code == 2 and f"--resume {str(tmp_path / 'x')!r} is not in --results {str(tmp_path / 'other')!r}" in err
+
+
+HOLD = (
+    "import sys; from pathlib import Path; from harness.launch import bench_run; "
+    "bench_run.hold_run(Path(sys.argv[1]), 'failures'); print('held', flush=True); sys.stdin.read()"
+)
+
+
+def test_a_resume_while_another_session_runs_the_run_is_refused_and_sets_nothing_aside(tmp_path, capsys):
+    """Two sessions in one run folder would both run what is left, each overwriting the other's rows (two
+    resumes at once once printed the same figures and kept one session's); a session that ended, even by
+    SIGKILL, holds it no longer."""
+    run = tmp_path / "failures"
+    shutil.copytree(Path(__file__).parents[1] / "data" / "failures", run)
+    root = str(Path(__file__).parents[2])
+    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(run)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              text=True, cwd=root, env={"PYTHONPATH": root, "PATH": "/usr/bin:/bin"})  # fmt: skip
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        before = sorted(p.name for p in run.rglob("*"))
+        code, _, err = bench(capsys, tmp_path, "--resume", "failures", "--retry-failed")
+        assert code == 2 and err.count("\n") == 1, err
+        assert f"run 'failures' in {str(tmp_path)!r} is being run by another ddpbench session (pid {holder.pid} " in err
+        assert f"then ddpbench bench --resume failures --results {tmp_path} runs what it left" in err
+        assert sorted(p.name for p in run.rglob("*")) == before  # no failed row set aside
+    finally:
+        holder.kill()
+        holder.wait()
+    from harness.launch import bench_run
+
+    bench_run.hold_run(run, "failures")  # the killed holder's lock went with it
 
 
 def test_retry_failed_without_resume_is_refused(tmp_path, capsys):
