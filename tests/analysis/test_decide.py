@@ -292,6 +292,15 @@ def test_a_fixed_repeats_run_names_the_command_that_decides_its_open_verdicts(mo
         "configurations they rest on, until each is decided), or with --repeats 2 (every configuration 2 times); "
         "--resume adds no repeats to a finished run\n"
     )
+    out.truncate(0), out.seek(0)  # the run's own command, not the one typed: after `--resume r` that refuses --repeats
+    monkeypatch.setattr("harness.commands.console.invoked.ddpbench_command", lambda: "ddpbench")
+    run = ("/v/bin/ddpbench", "bench", "--impls", "naive,stock", "--repeats", "1", "--run-id", "r", "--results", "R")
+    rounds.to_decide_fixed([short, decided], repeats=1, max_repeats=20, command=run)
+    assert out.getvalue().startswith(
+        "ddpbench: to decide the open verdict: a new run: ddpbench bench --impls naive,stock --results R --repeats "
+        "auto (it repeats only the configurations they rest on, until each is decided), or with --repeats 2 in place "
+        "of auto (every configuration 2 times); --resume adds no repeats to a finished run"
+    ), out.getvalue()
     out.truncate(0), out.seek(0)  # one needs more than --max-repeats gives auto: it says how many
     rounds.to_decide_fixed([short, far], repeats=3, max_repeats=20)
     assert "the 2 open verdicts: the same command with --repeats auto --max-repeats 41 (" in out.getvalue()

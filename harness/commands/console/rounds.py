@@ -249,9 +249,12 @@ def new_run_command(command: tuple[str, ...], max_repeats: int) -> str:
     return f"a new run: {said}" if said else f"the same command with --max-repeats {max_repeats}"
 
 
-def fresh_run_command(command: tuple[str, ...], more: tuple[str, ...], *, options: tuple[str, ...] = ()) -> str:
-    """The run's bench command as a new run (DROPPED's flags left out; the --opt of each of `options`' keys too, which
-    `more` sets again) with `more` after it, as ddpbench was called here; '' where the run's command is not known."""
+def fresh_run_command(
+    command: tuple[str, ...], more: tuple[str, ...], *, options: tuple[str, ...] = (), drop: tuple[str, ...] = ()
+) -> str:
+    """The run's bench command as a new run (DROPPED's flags left out, and `drop`'s, each with its one value; the --opt
+    of each of `options`' keys too, which `more` sets again) with `more` after it, as ddpbench was called here; ''
+    where the run's command is not known."""
     import shlex
 
     from harness.commands.console.invoked import ddpbench_command
@@ -259,12 +262,13 @@ def fresh_run_command(command: tuple[str, ...], more: tuple[str, ...], *, option
     if len(command) < 2:
         return ""
     full = _full_names(command[2:]) if command[1] == "bench" else {}
+    dropped = {**DROPPED, **dict.fromkeys(drop, 1)}
     words, skip = [], 0
     for k, word in enumerate(command[1:], start=1):
         if skip:
             skip -= 1
-        elif (name := full.get(word.split("=")[0], word.split("=")[0])) in DROPPED:
-            skip = DROPPED[name] if "=" not in word else 0
+        elif (name := full.get(word.split("=")[0], word.split("=")[0])) in dropped:
+            skip = dropped[name] if "=" not in word else 0
         elif name == "--opt" and _sets(word.partition("=")[2] or _at(command, k + 1), options):
             skip = 0 if "=" in word else 1  # an option `more` gives anew: its old value would be run beside it
         else:
@@ -316,13 +320,16 @@ def _capped(still: list) -> list:
     return [v for v in still if v.repeats_needed and not v.reachable]
 
 
-def to_decide_fixed(found: list, *, repeats: int, max_repeats: int, repeat_s: float | None = None) -> None:
+def to_decide_fixed(
+    found: list, *, repeats: int, max_repeats: int, repeat_s: float | None = None, command: tuple[str, ...] = ()
+) -> None:
     """After a run of a fixed `--repeats N` whose verdicts stay open ('open after 1 repeats (need about 2)'): the
     command that decides them. Not --resume (it runs no repeat beyond the run's own --repeats, and refuses a new
-    one): the same command with --repeats auto, which repeats only what the open ones rest on (with the
-    --max-repeats the neediest asks), or with --repeats M, every configuration M times, and how long that takes at
-    this run's pace (`repeat_s`: the seconds one repeat of every configuration took). Where that is past
-    OUT_OF_REACH_S, no command: a run said '--repeats 626' where that took 48 h, and what helps is a narrower spread."""
+    one): the run's own `command` as a new run with --repeats auto, which repeats only what the open ones rest on
+    (with the --max-repeats the neediest asks), or with --repeats M, every configuration M times, and how long that
+    takes at this run's pace (`repeat_s`: the seconds one repeat of every configuration took). The run's command,
+    not 'the same command': after `--resume RUN` that one refuses --repeats. Where that is past OUT_OF_REACH_S, no
+    command: a run said '--repeats 626' where that took 48 h, and what helps is a narrower spread."""
     still = [v for v in found if not v.decided]
     if not still:
         return
@@ -337,10 +344,17 @@ def to_decide_fixed(found: list, *, repeats: int, max_repeats: int, repeat_s: fl
                         "here; more --steps a repeat and a quieter machine narrow the spread between launches they "
                         "wait on")  # fmt: skip
         else:
-            most = f" --max-repeats {need}" if need > max_repeats else ""
+            most = ("--max-repeats", str(need)) if need > max_repeats else ()
             pace += "; auto, less" if pace else ""
-            every = f", or with --repeats {need} (every configuration {need} times{pace})" if need > repeats else ""
-            console.say(f"ddpbench: to decide {which}: the same command with --repeats auto{most} (it repeats only "
+            instead = " in place of auto" if (run := fresh_run_command(command, ("--repeats", "auto", *most),
+                                                                       drop=("--repeats",))) else ""  # fmt: skip
+            every = (
+                f", or with --repeats {need}{instead} (every configuration {need} times{pace})"
+                if need > repeats
+                else ""
+            )
+            way = f"a new run: {run}" if run else f"the same command with {' '.join(('--repeats', 'auto', *most))}"
+            console.say(f"ddpbench: to decide {which}: {way} (it repeats only "
                         f"the configurations they rest on, until each is decided){every}; "
                         "--resume adds no repeats to a finished run")  # fmt: skip
     say_unreachable(still)
