@@ -14,7 +14,10 @@ from harness.config.bench import BenchConfig
 from harness.config.grid import Configuration
 from harness.handoff import faults
 from harness.results import store
-from harness.results.invocation import retry_words
+from harness.results.invocation import resume_command, retry_words
+
+RETRY = "--retry-failed"
+"""The flag that runs a run's failed configurations again."""
 
 
 def planned_configurations(run: Path) -> list[Configuration]:
@@ -61,4 +64,4 @@ def failing_again(
         if repeat < cfg.repeat:
             yield cfg, {"error_kind": "exception", "error": (
                 f"not run: its repeat {repeat + 1} raised {error}, which a repeat raises again; "
-                f"{retry_words(1, f'`bench --resume {run.name} --retry-failed`')}")}  # fmt: skip
+                f"{retry_words(1, f'`{resume_command(run.name, run.parent, more=(RETRY,))}`')}")}  # fmt: skip

@@ -177,7 +177,8 @@ def test_a_repeat_of_what_raised_is_recorded_not_run_and_a_communication_error_r
         assert rows.loc[cfg.config_id, ["status", "error_kind"]].tolist() == ["failed", "exception"]
         assert rows.loc[cfg.config_id, "error"] == (
             "not run: its repeat 1 raised rank 0: ValueError: heads=3 does not divide 16, which a repeat raises "
-            "again; `bench --resume again --retry-failed` runs it again")  # fmt: skip
+            f"again; `ddpbench bench --resume again --results {plan.run.parent} --retry-failed` runs it "
+            "again")  # fmt: skip
 
 
 def test_fail_fast_stops_at_the_first_failure(tmp_path, monkeypatch):
