@@ -279,9 +279,9 @@ def store_profile(run: Path, setup: dict, rows: pd.DataFrame, *, device: str) ->
         "device": device,
         "threads_per_rank": meta.get("threads_per_rank"),
     }
-    model_tables.write_gradprofile(
-        model_tables.gradprofile_path(run, **setup), [{**context, **row} for row in rows.to_dict("records")]
-    )
+    # A DataFrame holds a missing integer (`block`: the root's parameters have none) as NaN; Parquet's is null.
+    records = rows.astype(object).where(rows.notna(), None).to_dict("records")
+    model_tables.write_gradprofile(model_tables.gradprofile_path(run, **setup), [{**context, **r} for r in records])
     return profile_from_rows(rows)
 
 

@@ -475,6 +475,20 @@ def test_a_profile_measured_later_is_stored_with_the_run_and_found_again(tmp_pat
     assert set(stored["run_id"]) == {"r"} and set(stored["threads_per_rank"]) == {1}
 
 
+def test_a_profile_measured_later_keeps_the_roots_parameters_blockless(tmp_path):
+    """A transformer's embeddings and head are in no block (`block` None): in a DataFrame that is NaN, which
+    Parquet's int32 refused (predict's traceback after `bench --largest-only`, whose run stores no profile)."""
+    run = tmp_path / "r"
+    store.write_json(run / "run.json", {"run_id": "r", "threads_per_rank": 1})
+    setup = {"workload": "mlp", "size": "tiny", "batch_size": 4, "dtype": "fp32", "optimizer": "sgd"}
+    measured = gradprofile.measure(workloads.create("mlp", size="tiny"), batch_size=4, device=torch.device("cpu"),
+                                   steps=2, warmup=1)  # fmt: skip
+    measured[-1]["block"] = None  # as the root's head
+    predict.store_profile(run, setup, pd.DataFrame([{**setup, **r} for r in measured]), device="cpu")
+    blocks = model_tables.read_gradprofiles(run)["block"]
+    assert blocks.iloc[:-1].tolist() == [r["block"] for r in measured[:-1]] and pd.isna(blocks.iloc[-1])
+
+
 def test_a_profile_stored_before_forward_was_timed_by_block_still_reads(tmp_path):
     """Profiles written before `used_ms` and `block` existed keep their backward timing; only FSDP's step
     (which needs forward block by block) is left out for them."""
