@@ -124,8 +124,8 @@ class BenchConfig:
         True,
         "run --gpus ranks only (per node), not the ladder 1, 2, 4, … below it: --gpus 2 makes half as many "
         "configurations in half as many launches; then nothing measures one rank, so scaling_efficiency and "
-        "scaling_efficiency_vs_local are null (parity, speedup_vs_local and the gap_* columns need no other world "
-        "size)",
+        "scaling_efficiency_vs_local are null, and predict has no memory per rank, which it fits from two world "
+        "sizes (parity, speedup_vs_local and the gap_* columns need no other world size)",
         name="--largest-only",
         negative=True,
     )

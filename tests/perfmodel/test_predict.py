@@ -720,3 +720,20 @@ def test_a_one_gpu_run_says_why_it_has_no_model_state_and_no_choice(tmp_path, ca
     setup = {"workload": "mlp", "size": "full", "batch_size": 4, "dtype": "fp32", "optimizer": "sgd"}
     predict_full_size.said_state(tmp_path, rows, setup, [8, 16], None)
     assert "no model state per rank, so no choice of strategy" in capsys.readouterr().err
+
+
+def test_a_largest_only_run_is_told_to_bench_the_ladder_not_the_gpus_it_ran(tmp_path, capsys):
+    """`bench --gpus 2 --largest-only` was told "bench at --gpus 2 too", which it had: the ladder is what it lacks,
+    and the command that runs it is its own without --largest-only."""
+    from harness.commands.predict import full_size as predict_full_size
+
+    command = ["ddpbench", "bench", "--impls", "zero,fsdp", "--gpus", "2", "--largest-only", "--run-id", "a1"]
+    store.write_json(tmp_path / "run.json", {"run_id": "a1", "config": {"ladder": False}, "command": command})
+    rows = pd.DataFrame([{"impl": impl, "impl_options": "{}", "world_size": 2, "workload": "mlp", "size": "full",
+                          "batch_size": 4, "dtype": "fp32", "optimizer": "sgd", "status": "ok"}
+                         for impl in ("zero", "fsdp")])  # fmt: skip
+    setup = {"workload": "mlp", "size": "full", "batch_size": 4, "dtype": "fp32", "optimizer": "sgd"}
+    predict_full_size.said_state(tmp_path, rows, setup, [8, 16], None)
+    said = capsys.readouterr().err
+    assert "run a1 measured each strategy at 2 ranks alone" in said and "--gpus 2 too" not in said
+    assert said.rstrip().endswith("bench --impls zero,fsdp --gpus 2")

@@ -131,9 +131,8 @@ def said_state(run_dir: Path, configs, setup: dict, worlds: list[int], gpu, *, b
     rows, note = memory_rows(run_dir, configs, setup, batch_size=batch_size, options=options, terse=True, gpu=gpu)
     state = state_per_rank(rows, worlds)
     memory.model_state(state, worlds, gpu, size_note=note)
-    if state.empty and not rows.empty:  # a one-GPU run: once no word, and no choice after it either
-        console.warning("no model state per rank, so no choice of strategy: a rank's share of the state is fitted "
-                        "from a strategy measured at two world sizes or more: bench at --gpus 2 too")  # fmt: skip
+    if state.empty and not rows.empty:  # one world size measured: once no word, and no choice after it either
+        memory.no_state(run_dir, rows)
     return state
 
 

@@ -85,6 +85,33 @@ def model_state(state: pd.DataFrame, worlds: list[int], cluster=None, *, size_no
         say_once(f"ddpbench predict: and {words}")
 
 
+def no_state(run_dir, rows: pd.DataFrame) -> None:
+    """Why a run with rows gave no model state per rank (perfmodel.memory.state_per_rank fits a rank's share from two
+    world sizes or more), and the bench that measures them: the ladder, where the run left it out (--largest-only)."""
+    from harness.commands.console import warning
+    from harness.commands.console.rounds import fresh_run_command
+    from harness.results import store
+
+    try:
+        meta = store.read_run_meta(run_dir)
+    except (OSError, ValueError):  # its words need no command: said without one
+        meta = {}
+    worlds = sorted({int(w) for w in rows["world_size"].dropna()}) if "world_size" in rows else []
+    measured = f"run {meta.get('run_id', run_dir.name)} measured each strategy at {_ranks(worlds)} alone"
+    if (meta.get("config") or {}).get("ladder") is False and max(worlds, default=1) > 1:
+        command = tuple(w for w in meta.get("command") or () if not (len(w) > 4 and "--largest-only".startswith(w)))
+        rerun = fresh_run_command(command, ())
+        fix = f"bench the ladder of world sizes, without --largest-only{f': {rerun}' if rerun else ''}"
+    else:
+        fix = "bench at --gpus 2 too"
+    warning(f"no model state per rank, so no choice of strategy: a rank's share of the state is fitted from a strategy "
+            f"measured at two world sizes or more, and {measured}: {fix}")  # fmt: skip
+
+
+def _ranks(worlds: list[int]) -> str:
+    return " and ".join(f"{w} rank{'s' * (w > 1)}" for w in worlds) or "no world size"
+
+
 def _roomy(at: pd.DataFrame, order: list[str], capacity_gib: float) -> str:
     """', with room (8% of the count) up to a batch a rank of fsdp 10, zero 8, stock about 1,100 by its slope,
     checked to 16': per strategy, the most samples a rank at which it fits with room at every GPU count of `at`
