@@ -21,8 +21,16 @@ def fit_phrase(rows: pd.DataFrame, capacity_gib: float, *, terse: bool = False) 
     phrase, most = _fit_phrase(fits, need, worlds, capacity_gib, terse, heavy), int(np.argmax(batches))
     if not fits.any() and 0 < batches[most] < rows.get("batch_size", pd.Series([0])).max():  # at a smaller one
         at = f", at w{worlds[most]}" if len(set(batches)) > 1 else ""  # the same at every count: no count to name
-        phrase = phrase.removesuffix(")") + f"; at batch {batches[most]} a rank or fewer it would{at})"
+        phrase = phrase.removesuffix(")") + f"; at batch {batches[most]} a rank or fewer it would{at}"
+        phrase += f"{_tight_batch(rows.iloc[[most]], batches[most], capacity_gib)})"
     return phrase
+
+
+def _tight_batch(row: pd.DataFrame, batch: int, capacity_gib: float) -> str:
+    """', tight: at 3 with room' where the largest batch that fits leaves under COUNT_BELOW_PEAK of the count, as the
+    batch with room (roomy_batch, the console's header and the answer's) is said elsewhere; '' where it has room."""
+    roomy = int(largest_batch(row, capacity_gib / (1 + COUNT_BELOW_PEAK)).iloc[0])
+    return "" if roomy >= batch else f", tight: at {roomy} with room" if roomy else ", tight: at none with room"
 
 
 def _fit_phrase(

@@ -193,7 +193,11 @@ def batch_words(state: pd.DataFrame, capacity_gib: float) -> str:
                                                strict=True) if 0 < b < at]  # fmt: skip  # (one that fits says nothing)
     ranked = sorted(batches, reverse=True)  # none: ''
     others = "".join(f", {s} at {b}" for b, s in ranked[1:])
-    return f"at batch {ranked[0][0]} a rank or fewer {ranked[0][1]} would fit{others}" if ranked else ""
+    # the batch that leaves COUNT_BELOW_PEAK of the count, where the largest leaves less: the header's and answer's
+    roomy = dict(zip(rows["strategy"], largest_batch(rows, capacity_gib / (1 + COUNT_BELOW_PEAK)), strict=True))
+    tight = [f"{s} {int(roomy[s])}" for b, s in ranked if roomy[s] < b]
+    room = f" (tight; with room: {', '.join(tight)})" if tight else ""
+    return f"at batch {ranked[0][0]} a rank or fewer {ranked[0][1]} would fit{others}{room}" if ranked else ""
 
 
 def fit_words(state: pd.DataFrame, capacity_gib: float) -> str:
