@@ -200,6 +200,12 @@ def test_a_smaller_size_than_the_full_says_its_memory_is_that_sizes_and_what_cou
     assert takeaways.full_size_pointer(meta, RUN.assign(size="full"), "mlp") == ""
     yours = {"run_id": "r1", "workloads": {"mlp": {"kind": "file"}}}  # a file of yours is built as written
     assert takeaways.full_size_pointer(yours, small, "mlp") == ""
+    # `bench --gpus 2 --largest-only`: predict fits a rank's share from two world sizes, so it counts none here
+    largest_only = {**meta, "config": {"ladder": False}}
+    assert takeaways.full_size_pointer(largest_only, small[small["world_size"] == 2], "mlp").endswith(
+        "on the meta device, once a run has measured two world sizes: this one measured 2 ranks alone (bench without "
+        "--largest-only)."
+    )
 
 
 def test_the_full_size_of_an_hf_model_type_is_said_to_be_transformers_default_not_the_model_you_will_train():

@@ -189,8 +189,20 @@ def full_size_pointer(meta: dict, configs: pd.DataFrame, workload: str) -> str:
     which = yours_instead(default) if default else ", the one you will train"
     return (
         f" These are the {said} size's: 'ddpbench predict --run {meta.get('run_id', 'RUN')} --cluster NAME' counts "
-        f"the memory of the full size{which}, on the meta device."
+        f"the memory of the full size{which}, on the meta device{_one_world(meta, configs, workload)}."
     )
+
+
+def _one_world(meta: dict, configs: pd.DataFrame, workload: str) -> str:
+    """Where the run measured one world size: predict fits a rank's share of the state from two, so this run's
+    counts none; what to bench instead. '' where it measured two or more."""
+    worlds = sorted(set(configs.loc[configs["workload"] == workload, "world_size"].dropna().astype(int)))
+    if len(worlds) != 1:
+        return ""
+    largest_only = (meta.get("config") or {}).get("ladder") is False and worlds[0] > 1
+    rerun = "bench without --largest-only" if largest_only else "bench at --gpus 2"
+    ranks = f"{worlds[0]} rank{'s' * (worlds[0] > 1)}"
+    return f", once a run has measured two world sizes: this one measured {ranks} alone ({rerun})"
 
 
 def memory(
