@@ -185,6 +185,7 @@ def test_out_rows_carry_what_reproduces_their_efficiency_and_float_columns(tmp_p
     assert step_ms == pytest.approx(flops / (ESTIMATE_SHARE * peak * 1e12) * 1e3 + optimizer_ms, rel=0.01)
     command = estimate.partition(" predict ")[2].split()
     assert command[:4] == ["--run", str(tmp_path / "cpu_run"), "--cluster", "dgx-h100"]
+    assert command[4:6] == ["--nodes", "1"]  # the GPU counts asked, asked again (once dropped: 1 and 2 nodes priced)
     assert cli.main(["predict", *command]) == 0
     followed = capsys.readouterr()
     assert "an estimate to start from" not in followed.out

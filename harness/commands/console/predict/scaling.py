@@ -240,6 +240,8 @@ def say_step_estimate(args, configs, setup: dict | None, chosen, trained: dict |
     folder = predict_input.resolve(args.run, args.results_dir)  # the run's folder: a command that runs from anywhere
     flags = "".join(f" --train-wopt {key}={value}" for key, value in (trained or {}).items())
     flags += f" --batch-size {args.batch_size}" if getattr(args, "batch_size", None) else ""
+    flags += f" --gpus {','.join(map(str, args.gpus))}" if getattr(args, "gpus", None) else ""  # the counts asked
+    flags += f" --nodes {shlex.quote(args.nodes)}" if getattr(args, "nodes", None) else ""
     console.say(f"ddpbench predict: an estimate to start from, not a measurement: {flops:.2g} FLOPs a step ({batch} "
                 f"sample{'s' * (batch > 1)} a GPU, counted on the meta device) at {ESTIMATE_SHARE:.0%} of "
                 f"{chosen.name}'s GPU's dense peak in {peak_dtype(dtype, tf32=tf32)} ({peak:g} TFLOP/s)"
