@@ -215,6 +215,10 @@ def refuse_unknown(parser: argparse.ArgumentParser, command: str, unknown: list[
     typed = unknown[0].split("=")[0]
     near = difflib.get_close_matches(typed, flags, n=1, cutoff=0.75) if typed.startswith("--") else []
     hint = f"did you mean {near[0]}?" if near else f"{command}'s flags are {', '.join(flags)}"
+    options = [flag for flag in ("--wopt", "--train-wopt", "--opt") if flag in flags]  # one KEY=VALUE a flag
+    if options and all("=" in word and not word.startswith("-") for word in unknown):  # '--wopt a=1 b=2'
+        others = f" (or {', '.join(options[1:])})" if len(options) > 1 else ""
+        hint = f"each KEY=VALUE takes a flag of its own: {' '.join(f'{options[0]} {word}' for word in unknown)}{others}"
     parser.exit(
         EXIT_BAD_INPUT,
         f"ddpbench: error: unrecognized argument{'s' * (len(unknown) != 1)} {' '.join(unknown)}; {hint}\n",

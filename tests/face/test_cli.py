@@ -122,7 +122,9 @@ def test_nothing_below_the_face_prints_or_parses_argv():
      (["predict", "--clustr", "dgx-h100"], "unrecognized arguments --clustr dgx-h100; did you mean --cluster?"),
      (["compare", "a", "b", "--bogus"], "unrecognized argument --bogus; compare's flags are --across-strategies, "
       "--help, --memory-threshold, --out, --results, --threshold"),
-     (["compare", "a", "b", "c"], "unrecognized argument c; compare's flags are ")],
+     (["compare", "a", "b", "c"], "unrecognized argument c; compare's flags are "),
+     (["list", "hf:gpt2", "--wopt", "n_layer=24", "n_embd=2048"],  # several KEY=VALUE after one --wopt
+      "unrecognized argument n_embd=2048; each KEY=VALUE takes a flag of its own: --wopt n_embd=2048")],
 )  # fmt: skip
 def test_a_stray_argument_is_one_line_with_the_nearest_flag_or_the_commands_flags(capsys, argv, said):
     with pytest.raises(SystemExit) as stopped:
