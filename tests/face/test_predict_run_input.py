@@ -232,9 +232,13 @@ def test_a_setup_the_run_did_not_measure_is_refused_with_the_bench_that_would(tm
     said = _one_line_error(capsys)
     assert "run cpu_run has no measured setup matching --workload/--size/--batch-size/--optimizer (it has: " in said
     assert "bench the one you ask for (.venv/bin/ddpbench bench --batch-size 64 …) and predict from that run" in said
-    # or, on a cluster, the step at that batch given: memory is counted there on the meta device
-    assert "; or give --cluster and --local-step-ms (your step at batch 64) to predict from this run with memory " \
-           "counted at batch 64" in said  # fmt: skip
+    # or, on a cluster, memory counted there on the meta device: a CPU run's profile gives no step at any batch, so
+    # the cluster alone is enough (once --local-step-ms too was asked, a step the user may not have yet)
+    assert "; or give --cluster to predict from this run with memory counted at batch 64 (and --local-step-ms, your " \
+           "step at batch 64, for its steps)" in said  # fmt: skip
+    assert cli.main(["predict", "--run", "cpu_run", "--results", str(tmp_path), "--batch-size", "64", "--cluster",
+                     "dgx-h100", "--nodes", "1"]) == 0  # fmt: skip
+    assert "--batch-size 64 --nodes 1 --local-step-ms" in capsys.readouterr().out  # the estimate, at batch 64
     flags = ["predict", "--run", "cpu_run", "--results", str(tmp_path), "--batch-size", "64", "--cluster", "dgx-h100",
              "--nodes", "1", "--local-step-ms", "50", "--out", str(tmp_path / "at64.csv")]  # fmt: skip
     assert cli.main(flags) == 0  # (this golden run kept no held state: its memory is checked with small_run's)

@@ -94,7 +94,14 @@ def matching_setups(run_dir: Path, args: argparse.Namespace) -> list[dict]:
                           "a bench run that finished one")  # fmt: skip
     other_batch = [s for s in setups if all(not getattr(args, key) or getattr(args, key) == s[key]
                                             for key, _ in SETUP_FLAGS if key != "batch_size")]  # fmt: skip
-    if not chosen and other_batch and args.batch_size and getattr(args, "local_step_ms", None) and args.cluster:
+    stepless = _on_the_cpu(run_dir)  # its profile gives no step at any batch: memory (and the estimate) at yours
+    if (
+        not chosen
+        and other_batch
+        and args.batch_size
+        and (getattr(args, "local_step_ms", None) or stepless)
+        and (args.cluster)
+    ):
         return other_batch  # your step at your batch is given: memory is counted there (memory_batch), the rest scales
     if not chosen:
         have = ", ".join(map(setup_text, setups))
@@ -103,10 +110,19 @@ def matching_setups(run_dir: Path, args: argparse.Namespace) -> list[dict]:
             args, "local_step_ms", None))) if not given)  # fmt: skip
         other = (f"; or give {missing} (your step at batch {args.batch_size}) to predict from this run with memory "
                  f"counted at batch {args.batch_size}" if other_batch and args.batch_size else "")  # fmt: skip
+        if other and stepless:  # a CPU's profile gives no step: the cluster alone counts the memory there
+            other = (f"; or give --cluster to predict from this run with memory counted at batch {args.batch_size} "
+                     f"(and --local-step-ms, your step at batch {args.batch_size}, for its steps)")  # fmt: skip
         raise ConfigError(f"run {run_dir.name} has no measured setup matching --workload/--size/--batch-size/"
                           f"--optimizer (it has: {have}); bench the one you ask for ({invoked.ddpbench_command()} "
                           f"bench {bench} …) and predict from that run{other}")  # fmt: skip
     return chosen
+
+
+def _on_the_cpu(run_dir: Path) -> bool:
+    from harness.results import store
+
+    return store.read_run_meta(run_dir).get("device") == "cpu"
 
 
 def memory_batch(args: argparse.Namespace, setup: dict) -> int | None:
