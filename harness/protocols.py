@@ -9,13 +9,22 @@ init fields are its options; the registry reads those fields to validate and coe
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib
 import importlib.util
 import inspect
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, runtime_checkable
 
-from harness.registry import ConfigError, Entry, Option, Registry, UnknownOption, option  # noqa: F401 (the contract's)
+from harness.registry import (  # noqa: F401 (the contract's)
+    ConfigError,
+    Entry,
+    Option,
+    Registry,
+    UnknownOption,
+    lazy_module,
+    option,
+)
 
 if TYPE_CHECKING:  # annotations only: the command line's flags are checked before torch's 2-3 s import
     import torch
@@ -25,6 +34,20 @@ if TYPE_CHECKING:  # annotations only: the command line's flags are checked befo
 
 SIZES = ("tiny", "small", "full")
 """Workload sizes: tiny for tests (milliseconds on a CPU), small for CPU benchmarks, full for GPUs."""
+
+
+def no_grad(function: Callable) -> Callable:
+    """`function` run under torch.no_grad(), as torch's decorator runs it, with torch imported at its first call
+    rather than where it is defined: a plug-in defining one imports no torch until a strategy runs (`lazy_module`)."""
+
+    @functools.wraps(function)
+    def without_grad(*args: Any, **kwargs: Any) -> Any:
+        import torch
+
+        with torch.no_grad():
+            return function(*args, **kwargs)
+
+    return without_grad
 
 
 @runtime_checkable

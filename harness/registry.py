@@ -12,6 +12,7 @@ import functools
 import importlib
 import math
 import pkgutil
+import sys
 import types
 import typing
 from collections.abc import Callable, Iterator
@@ -177,9 +178,20 @@ class Entry(Generic[T]):
 
 @functools.cache
 def _type_hints(cls: type) -> dict[str, Any]:
-    """A class's resolved annotations, once: resolving them costs about 1 ms, and a report asks each strategy's
-    options thousands of times (every row's options against its defaults)."""
-    return typing.get_type_hints(cls)
+    """The resolved annotations of a class's options (its init fields), once: resolving them costs about 1 ms, and a
+    report asks each strategy's options thousands of times (every row's options against its defaults). Only the
+    options': a plug-in's own state may be annotated with torch's types (`_ddp: DistributedDataParallel | None`),
+    which resolve only by importing torch (2 to 12 s), and listing, comparing or reporting strategies must not."""
+    options = {f.name for f in dataclasses.fields(cls) if f.init}
+    hints: dict[str, Any] = {}
+    for base in reversed(cls.__mro__):  # a subclass's annotation of a field replaces its base's, as in typing's own
+        own = {name: kind for name, kind in vars(base).get("__annotations__", {}).items() if name in options}
+        if own:
+            holder = types.SimpleNamespace(__annotations__=own)  # typing resolves a namespace's, in its module's names
+            hints |= typing.get_type_hints(
+                holder, globalns=vars(sys.modules[base.__module__]), localns=dict(vars(base))
+            )
+    return hints
 
 
 def _field_default(f: dataclasses.Field) -> Any:
@@ -188,6 +200,30 @@ def _field_default(f: dataclasses.Field) -> Any:
     if f.default_factory is not dataclasses.MISSING:
         return f.default_factory()
     return None
+
+
+class LazyModule(types.ModuleType):
+    """A module imported where one of its names is first used, not where a plug-in names it: `torch =
+    lazy_module("torch")` lets the registry import every plug-in (their names, roles and options, for `list`,
+    `compare` and `report`) without torch's 2 to 12 s import, which only building a model or a strategy needs."""
+
+    def __init__(self, name: str, owner: dict[str, Any]) -> None:
+        super().__init__(name)
+        self._owner = owner  # the globals of the module that named it
+
+    def __getattr__(self, name: str) -> Any:
+        module = importlib.import_module(self.__name__)
+        # the owner's names for this stand-in become the module itself: from here on a step's hot path looks torch
+        # up as before (a stand-in's lookup costs microseconds), and sees what a test patches into it
+        for key in [key for key, value in self._owner.items() if value is self]:
+            self._owner[key] = module
+        return getattr(module, name)
+
+
+def lazy_module(name: str) -> Any:
+    """`name`'s module, imported at the first use of one of its attributes in the module that calls this
+    (`LazyModule`): `torch = lazy_module("torch")` where `import torch` stood."""
+    return LazyModule(name, sys._getframe(1).f_globals)
 
 
 class Registry(Generic[T]):
