@@ -21,11 +21,12 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from typing import Any
-
-import torch
+from typing import TYPE_CHECKING, Any
 
 from harness.clock import Clock, Mark
+
+if TYPE_CHECKING:  # annotations only: listing the strategies imports no torch (2 to 12 s)
+    import torch
 
 BUFFERS = -1
 """The bucket index of a broadcast of the model's buffers (DDP's before each forward, and bucketed's)."""

@@ -38,13 +38,9 @@ import functools
 from collections.abc import Iterator
 from typing import Any, ClassVar
 
-import torch
-import torch.distributed as dist
-from torch import nn
-
 from harness.bucketing import DDP_DEFAULT_CAP_MB, MIB, assign_buckets, first_bucket_bytes
 from harness.comm_timeline import BUFFERS, UNUSED, CommTimeline
-from harness.protocols import StrategyDefaults, option
+from harness.protocols import StrategyDefaults, lazy_module, no_grad, option
 from impls import register
 from impls._support.common import (
     broadcast_module_state,
@@ -55,6 +51,10 @@ from impls._support.common import (
     stage_mean_gradient,
     trainable_parameters,
 )
+
+torch = lazy_module("torch")
+dist = lazy_module("torch.distributed")
+nn = lazy_module("torch.nn")
 
 
 @dataclasses.dataclass(eq=False, slots=True)
@@ -236,7 +236,7 @@ class Bucketed(StrategyDefaults):
             bucket.ready = None
             self._next_launch += 1
 
-    @torch.no_grad()
+    @no_grad
     def sync_gradients(self) -> None:
         pairs = zip(self._slots, self._params, strict=True)
         used_here = [slot.ready_step == self._step or p.grad is not None for slot, p in pairs]  # or left by no_sync

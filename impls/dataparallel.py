@@ -12,12 +12,12 @@ from __future__ import annotations
 import dataclasses
 from typing import ClassVar
 
-import torch
-import torch.distributed as dist
-from torch import nn
-
-from harness.protocols import ConfigError, StrategyDefaults
+from harness.protocols import ConfigError, StrategyDefaults, lazy_module
 from impls import register
+
+torch = lazy_module("torch")
+dist = lazy_module("torch.distributed")
+nn = lazy_module("torch.nn")
 
 
 def batch_note(batch_size: int, devices: int) -> str | None:

@@ -12,13 +12,9 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, ClassVar
 
-import torch
-import torch.distributed as dist
-from torch import nn
-
 from harness.bucketing import MIB
 from harness.comm_timeline import CommTimeline
-from harness.protocols import StrategyDefaults
+from harness.protocols import StrategyDefaults, lazy_module, no_grad
 from impls import register
 from impls._support.common import (
     broadcast_module_state,
@@ -29,6 +25,10 @@ from impls._support.common import (
     stage_mean_gradient,
     trainable_parameters,
 )
+
+torch = lazy_module("torch")
+dist = lazy_module("torch.distributed")
+nn = lazy_module("torch.nn")
 
 
 @dataclasses.dataclass(eq=False)
@@ -67,7 +67,7 @@ class Flat(StrategyDefaults):
         writes anew each step and the sync copies in."""
         return {"bucket_sizes_mb": [round(nbytes(g.buffer) / MIB, 6) for g in self._groups]} if self._groups else None
 
-    @torch.no_grad()
+    @no_grad
     def sync_gradients(self) -> None:
         world = dist.get_world_size()
         timeline = self._timeline

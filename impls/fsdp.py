@@ -19,20 +19,22 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import importlib.metadata
 from collections.abc import Iterator
 from typing import ClassVar, Literal
 
-import torch
-from torch import nn
-
 from harness.blocks import has_parameters, model_blocks, shared_parameters
 from harness.comm_timeline import CommTimeline
-from harness.protocols import ConfigError, StrategyDefaults, option
+from harness.protocols import ConfigError, StrategyDefaults, lazy_module, option
 from impls import register
 from impls._support import fsdp_timing
 from impls._support.common import broadcast_module_state, collective_backend
 
-DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
+torch = lazy_module("torch")
+nn = lazy_module("torch.nn")
+
+DTYPES = {"fp32": "float32", "bf16": "bfloat16"}
+"""Each option's torch dtype, by its name in torch (looked up where a strategy wraps: torch is imported lazily)."""
 
 
 ALL_GATHERS_BLOCK = (
@@ -50,7 +52,8 @@ class FSDP(StrategyDefaults):
     # fp16's grad scaler checks each rank's DTensor shards for infs; torch 2.5 all-reduces that check (its PR 132816)
     fp16_refused: ClassVar[str] = (
         ""
-        if tuple(map(int, torch.__version__.split(".")[:2])) >= (2, 5)
+        if tuple(map(int, importlib.metadata.version("torch").split(".")[:2]))
+        >= (2, 5)  # torch.__version__'s, unimported
         else "torch < 2.5's grad scaler checks each rank's gradient shards apart: its ranks could skip different steps"
     )
     reshard_after_forward: bool = option(
@@ -95,7 +98,7 @@ class FSDP(StrategyDefaults):
         compute, output in bf16), then the blocks, then the root, which takes what no block holds
         (embeddings, heads, tied weights); its parameters are gathered at the start of forward and,
         being needed again first in backward, kept until then."""
-        param_dtype, reduce_dtype = DTYPES[self.param_dtype], DTYPES[self.reduce_dtype]
+        param_dtype, reduce_dtype = getattr(torch, DTYPES[self.param_dtype]), getattr(torch, DTYPES[self.reduce_dtype])
         # fp32 parameters are left uncast (None), not cast to fp32: given a param_dtype FSDP2 also casts each unit's
         # forward input to it, and under autocast a block's bf16 input made fp32 sums its gradient's uses in fp32,
         # where one process rounds each to bf16 first: 2.8e-3 off the reference in convnext_tiny under AdamW.

@@ -3,16 +3,18 @@
 The textbook version: no fusion (one collective per tensor) and no overlap with backward.
 """
 
+from __future__ import annotations
+
 import dataclasses
 from typing import ClassVar
 
-import torch.distributed as dist
-from torch import nn
-
 from harness.comm_timeline import CommTimeline
-from harness.protocols import StrategyDefaults
+from harness.protocols import StrategyDefaults, lazy_module
 from impls import register
 from impls._support.common import broadcast_module_state, nbytes, trainable_parameters, zero_missing_grads
+
+dist = lazy_module("torch.distributed")
+nn = lazy_module("torch.nn")
 
 
 @register("naive", description="one blocking all-reduce per parameter after backward (no fusion, no overlap)")

@@ -34,19 +34,22 @@ measured forward and backward.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, ClassVar
+import functools
+from typing import TYPE_CHECKING, Any, ClassVar
 
-import torch
-import torch.distributed as dist
-import torch.distributed.autograd as dist_autograd
-import torch.distributed.rpc as rpc
-from torch import nn
-from torch.nn.parallel import DistributedDataParallel
-
-from harness.protocols import StrategyDefaults, option
+from harness.protocols import StrategyDefaults, lazy_module, option
 from impls import register
 from impls._support.common import DDP_WARMUP
 from impls.stock import ddp_layout
+
+torch = lazy_module("torch")
+dist = lazy_module("torch.distributed")
+dist_autograd = lazy_module("torch.distributed.autograd")
+rpc = lazy_module("torch.distributed.rpc")
+nn = lazy_module("torch.nn")
+
+if TYPE_CHECKING:  # annotations only
+    from torch.nn.parallel import DistributedDataParallel
 
 _SERVED: dict[str, Any] = {}
 """On the server process: the module it serves, its device, and the first error it raised."""
@@ -106,22 +109,29 @@ class Traffic:
         self.calls = self.sent_bytes = self.received_bytes = 0
 
 
-class RemotePart(nn.Module):
-    """Stands in for the remote submodule on a trainer: its forward is an RPC to the server's module."""
+@functools.cache
+def _remote_part_class() -> type:
+    """RemotePart, made at its first use: a torch module's subclass needs torch imported, and listing the strategies
+    imports none (`lazy_module`)."""
 
-    def __init__(self, module_rref: rpc.RRef, *, device: torch.device, traffic: Traffic) -> None:
-        super().__init__()
-        self.module_rref = module_rref
-        self.device = device
-        self.traffic = traffic
+    class RemotePart(nn.Module):
+        """Stands in for the remote submodule on a trainer: its forward is an RPC to the server's module."""
 
-    def forward(self, *inputs: torch.Tensor) -> torch.Tensor:
-        on_cpu = [t.cpu() for t in inputs]  # CPU tensors over RPC: no device maps needed on CUDA
-        output = rpc.rpc_sync(self.module_rref.owner(), _remote_forward, args=(self.module_rref, *on_cpu))
-        self.traffic.calls += 1
-        self.traffic.sent_bytes += _payload_bytes(on_cpu)
-        self.traffic.received_bytes += _payload_bytes(output)
-        return output.to(self.device)
+        def __init__(self, module_rref: rpc.RRef, *, device: torch.device, traffic: Traffic) -> None:
+            super().__init__()
+            self.module_rref = module_rref
+            self.device = device
+            self.traffic = traffic
+
+        def forward(self, *inputs: torch.Tensor) -> torch.Tensor:
+            on_cpu = [t.cpu() for t in inputs]  # CPU tensors over RPC: no device maps needed on CUDA
+            output = rpc.rpc_sync(self.module_rref.owner(), _remote_forward, args=(self.module_rref, *on_cpu))
+            self.traffic.calls += 1
+            self.traffic.sent_bytes += _payload_bytes(on_cpu)
+            self.traffic.received_bytes += _payload_bytes(output)
+            return output.to(self.device)
+
+    return RemotePart
 
 
 @register("rpc_hybrid", description="DDP on the dense part + the workload's remote part on an RPC parameter server")
@@ -180,8 +190,8 @@ class RpcHybrid(StrategyDefaults):
         self._module_rref = rpc.remote(self._server, _served_module)
         parent_name, _, child = self._remote_part.rpartition(".")
         parent = model.get_submodule(parent_name) if parent_name else model
-        setattr(parent, child, RemotePart(self._module_rref, device=device, traffic=self.traffic))
-        self._ddp = DistributedDataParallel(
+        setattr(parent, child, _remote_part_class()(self._module_rref, device=device, traffic=self.traffic))
+        self._ddp = nn.parallel.DistributedDataParallel(
             model,
             device_ids=[device] if device.type == "cuda" else None,
             process_group=self._group,

@@ -26,18 +26,20 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from typing import Any, ClassVar, Literal
-
-import torch
-import torch.distributed as dist
-from torch import nn
-from torch.nn.parallel import DistributedDataParallel
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from harness.bucketing import MIB
 from harness.comm_timeline import BUFFERS, CommTimeline
-from harness.protocols import ConfigError, StrategyDefaults, option
+from harness.protocols import ConfigError, StrategyDefaults, lazy_module, option
 from impls import register
 from impls._support.common import DDP_WARMUP, collective_backend, nbytes
+
+torch = lazy_module("torch")
+dist = lazy_module("torch.distributed")
+nn = lazy_module("torch.nn")
+
+if TYPE_CHECKING:  # annotations only
+    from torch.nn.parallel import DistributedDataParallel
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -142,7 +144,7 @@ class Stock(DDPOptions, StrategyDefaults):
 
     def wrap(self, model: nn.Module) -> nn.Module:
         device = next(model.parameters()).device
-        self._ddp = DistributedDataParallel(
+        self._ddp = nn.parallel.DistributedDataParallel(
             model, device_ids=[device] if device.type == "cuda" else None, **self.ddp_arguments()
         )
         hook = self._comm_hook()

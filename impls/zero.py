@@ -10,15 +10,15 @@ from __future__ import annotations
 import dataclasses
 from typing import ClassVar
 
-import torch
-import torch.distributed as dist
-from torch import nn
-
 from harness.comm_timeline import PARAMETERS, CommTimeline
-from harness.protocols import ConfigError, StrategyDefaults, option
+from harness.protocols import ConfigError, StrategyDefaults, lazy_module, option
 from impls import register
 from impls._support.common import collective_backend, nbytes
 from impls.stock import DDPOptions, Stock
+
+torch = lazy_module("torch")
+dist = lazy_module("torch.distributed")
+nn = lazy_module("torch.nn")
 
 
 @register("zero", description="DDP + ZeroRedundancyOptimizer (optimizer state sharded across ranks, ZeRO-1)")

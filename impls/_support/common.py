@@ -1,18 +1,22 @@
 """Pieces several strategies share. Private (its folder's leading underscore): not a plug-in."""
 
-import torch
-import torch.distributed as dist
-from torch import nn
+from __future__ import annotations
+
+from harness.protocols import lazy_module, no_grad
+
+torch = lazy_module("torch")
+dist = lazy_module("torch.distributed")
+nn = lazy_module("torch.nn")
 
 
-@torch.no_grad()
+@no_grad
 def broadcast_module_state(model: nn.Module, *, src: int = 0) -> None:
     """Make every rank start from rank `src`'s parameters and buffers, as DDP does at wrap."""
     for tensor in [*model.parameters(), *model.buffers()]:
         dist.broadcast(tensor.data, src=src)
 
 
-@torch.no_grad()
+@no_grad
 def broadcast_tensors(tensors: list[torch.Tensor], *, src: int = 0) -> None:
     """Rank `src`'s values of `tensors` to every rank, coalesced into few messages where torch offers
     it (the call DDP makes to broadcast buffers), one broadcast per tensor otherwise."""
@@ -82,7 +86,7 @@ def flat_buffer_with_views(params: list[nn.Parameter]) -> tuple[torch.Tensor, li
     return buffer, views
 
 
-@torch.no_grad()
+@no_grad
 def stage_mean_gradient(param: nn.Parameter, view: torch.Tensor, world_size: int) -> None:
     """Write .grad / world_size into its slot of a flat buffer, in one pass (copy and divide fused).
 

@@ -20,12 +20,13 @@ stream and the compute stream waits for them only once, at the end of backward: 
 
 from __future__ import annotations
 
-from typing import Any
-
-from torch import nn
+from typing import TYPE_CHECKING, Any
 
 from harness.comm_timeline import CommTimeline
 from impls._support.common import nbytes
+
+if TYPE_CHECKING:  # annotations only: listing the strategies imports no torch (2 to 12 s)
+    from torch import nn
 
 
 def _defaults() -> tuple[type, type] | None:

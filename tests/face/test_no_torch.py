@@ -1,0 +1,55 @@
+"""The commands that build no model import no torch: its import is 2 to 12 s of a CI job's or a notebook's wait
+for `compare` (which once imported it through the strategies' registry), `predict`'s collectives table, a
+cluster's profile and --help. Each runs in a fresh interpreter, which says at its end whether torch came in."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+
+PROBE = """
+import sys
+from harness import cli
+try:
+    code = cli.main(sys.argv[1:])
+except SystemExit as leaving:
+    code = leaving.code
+print("exit", code, "torch imported:", "torch" in sys.modules, file=sys.stderr)
+"""
+
+COMMANDS = {
+    "help": ["--help"],
+    "list a cluster": ["list", "dgx-h100"],
+    "compare": ["compare", "runs/cpu_run", "runs/bucket_sweep"],
+    "predict's collectives": ["predict", "--cluster", "dgx-h100", "--nodes", "1,2", "--collective", "all_reduce",
+                              "--sizes", "1MiB:1GiB"],
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("command", COMMANDS.values(), ids=COMMANDS.keys())
+def test_a_command_that_builds_no_model_imports_no_torch(command, tmp_path):
+    for run in ("cpu_run", "bucket_sweep"):  # compare writes its verdicts into NEW's folder: copies, not the fixtures
+        shutil.copytree(DATA / run, tmp_path / "runs" / run)
+    done = subprocess.run([sys.executable, "-c", PROBE, *command], cwd=tmp_path, capture_output=True, text=True)
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("exit") and last.split()[1] in ("0", "1", "3", "None"), done.stdout + done.stderr
+    assert last.endswith("torch imported: False"), done.stderr
+
+
+def test_a_lazy_module_becomes_the_module_itself_at_its_first_use():
+    """After the first use the plug-in's name is torch itself: a step's hot path pays no stand-in's lookup, and a test
+    that patches torch.distributed's functions reaches the plug-in's calls."""
+    from harness.registry import LazyModule, lazy_module
+
+    namespace: dict = {}
+    exec("import json\nfrom harness.registry import lazy_module\nloader = lazy_module('json')", namespace)
+    assert isinstance(namespace["loader"], LazyModule)
+    assert namespace["loader"].dumps([1]) == "[1]"
+    assert namespace["loader"] is namespace["json"]
+    assert lazy_module("json").__name__ == "json"
