@@ -22,7 +22,7 @@ def memory_section(frame: pd.DataFrame, label) -> str:
         verdict = r.mem_verdict + ("" if gating else f" ({memory_compare.NOT_GATED})")
         rows.append([esc(label(r)), esc(memory_compare.PEAK_WORDS.get(r.mem_column, r.mem_column)),
                      f"{r.mem_base_mb:.1f}", f"{r.mem_new_mb:.1f}", f"{r.mem_ratio:.3f}",
-                     f"{r.mem_ci_low:.3f}–{r.mem_ci_high:.3f}" if r.mem_ci_low == r.mem_ci_low else "—",
+                     f"{r.mem_ci_low:.3f}–{r.mem_ci_high:.3f}" if pd.notna(r.mem_ci_low) else "—",
                      f"<b>{esc(verdict)}</b>" if failed else esc(verdict)])  # fmt: skip
         classes.append("failed" if failed else "")
     level, threshold = comparing.interval_level(frame), frame["mem_threshold"].dropna().iloc[0]

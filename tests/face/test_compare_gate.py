@@ -353,6 +353,20 @@ def test_a_peak_memory_regression_fails_the_gate_naming_it_and_equal_memory_pass
     assert code == 0 and "peak RSS" not in out.out, out
 
 
+def test_a_kept_comparison_without_a_memory_interval_still_gets_its_page_in_a_site_built_later(tmp_path, capsys):
+    """One repeat a side: peak memory judged without an interval, which the kept JSON holds as null, not NaN. A
+    later `report` skipped the page ('unsupported format string passed to NoneType.__format__'), and each run's
+    page lost its link to the comparison compare had said it would have."""
+    fake_run(tmp_path / "r", "base", statuses=("ok",), rss_mb=[500.0])
+    fake_run(tmp_path / "r", "new", statuses=("ok",), rss_mb=[500.0])
+    compare(capsys, tmp_path / "r")
+    assert store.read_json(tmp_path / "r" / "comparisons" / "base_vs_new.json")["rows"][0]["mem_ci_low"] is None
+    assert cli.main(["report", "--results", str(tmp_path / "r"), "--out", str(tmp_path / "other")]) == 0
+    assert "skipping comparison" not in capsys.readouterr().err
+    page = (tmp_path / "other" / "compare" / "base_vs_new.html").read_text()
+    assert "Peak memory per rank" in page and "<td>—</td>" in page
+
+
 def test_a_bad_memory_threshold_is_one_line_naming_the_flag(tmp_path, capsys):
     fake_run(tmp_path / "r", "base")
     fake_run(tmp_path / "r", "new")
