@@ -1,6 +1,7 @@
 """The commands that build no model import no torch: its import is 2 to 12 s of a CI job's or a notebook's wait
-for `compare` (which once imported it through the strategies' registry), `predict`'s collectives table, a
-cluster's profile and --help. Each runs in a fresh interpreter, which says at its end whether torch came in."""
+for `compare` and `list STRATEGY` (which once imported it through the strategies' registry), `predict`'s
+collectives table, a cluster's profile and --help. Each runs in a fresh interpreter, which says at its end whether
+torch came in."""
 
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ print("exit", code, "torch imported:", "torch" in sys.modules, file=sys.stderr)
 COMMANDS = {
     "help": ["--help"],
     "list a cluster": ["list", "dgx-h100"],
+    "list a strategy": ["list", "stock"],
     "compare": ["compare", "runs/cpu_run", "runs/bucket_sweep"],
     "predict's collectives": ["predict", "--cluster", "dgx-h100", "--nodes", "1,2", "--collective", "all_reduce",
                               "--sizes", "1MiB:1GiB"],
