@@ -9,11 +9,11 @@ from __future__ import annotations
 import dataclasses
 from typing import ClassVar
 
-import torch
-import torch.nn.functional as F
-from torch import nn
+from harness.protocols import WorkloadDefaults, lazy_module
 
-from harness.protocols import WorkloadDefaults
+torch = lazy_module("torch")
+F = lazy_module("torch.nn.functional")
+nn = lazy_module("torch.nn")
 
 IGNORE_INDEX = -100
 """Label of a position that does not count in the loss (PyTorch's and Hugging Face's convention)."""

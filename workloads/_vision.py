@@ -10,11 +10,11 @@ import dataclasses
 from collections import OrderedDict
 from typing import ClassVar
 
-import torch
-import torch.nn.functional as F
-from torch import nn
+from harness.protocols import WorkloadDefaults, lazy_module
 
-from harness.protocols import WorkloadDefaults
+torch = lazy_module("torch")
+F = lazy_module("torch.nn.functional")
+nn = lazy_module("torch.nn")
 
 STANDARD_RESNET_WIDTHS = (64, 128, 256, 512)
 """Stage widths of torchvision's ResNets; any other widths build a narrow ResNet."""

@@ -12,12 +12,12 @@ from __future__ import annotations
 import dataclasses
 from typing import Literal
 
-import torch
-from torch import nn
-
-from harness.protocols import option
+from harness.protocols import lazy_module, option
 from workloads import register
 from workloads._text import LanguageModel, TransformerShape, masked_lm_batch
+
+torch = lazy_module("torch")
+nn = lazy_module("torch.nn")
 
 SHAPES = {
     "tiny": TransformerShape(layers=2, hidden=32, heads=2, vocab=256, seq=16, batch_size=4),

@@ -9,12 +9,12 @@ from __future__ import annotations
 import dataclasses
 from typing import Literal
 
-import torch
-import torch.nn.functional as F
-from torch import nn
-
-from harness.protocols import ConfigError, WorkloadDefaults, option
+from harness.protocols import ConfigError, WorkloadDefaults, lazy_module, option
 from workloads import register
+
+torch = lazy_module("torch")
+F = lazy_module("torch.nn.functional")
+nn = lazy_module("torch.nn")
 
 # size: (width, hidden layers, batch per rank)
 SHAPES = {"tiny": (32, 2, 8), "small": (1024, 8, 32), "full": (4096, 16, 64)}

@@ -11,14 +11,15 @@ on a parameter server (`remote_part`), and trainers send only the pooled rows an
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Literal
 
-import torch
-import torch.nn.functional as F
-from torch import nn
-
-from harness.protocols import WorkloadDefaults, option
+from harness.protocols import WorkloadDefaults, lazy_module, option
 from workloads import register
+
+torch = lazy_module("torch")
+F = lazy_module("torch.nn.functional")
+nn = lazy_module("torch.nn")
 
 PADDING_ID = 0
 """The id that fills a bag shorter than the longest; EmbeddingBag(padding_idx=0) leaves it out of the sum."""
@@ -42,24 +43,31 @@ SHAPES = {
 }
 
 
-class Recommender(nn.Module):
-    """Pooled embedding of the id bag and a projection of the dense features, then an MLP to one logit."""
+@functools.cache
+def _recommender_class() -> type:
+    """Recommender, made at its first use: a torch module's subclass needs torch imported, and listing the workloads
+    imports none (`lazy_module`)."""
 
-    def __init__(self, shape: RecsysShape) -> None:
-        super().__init__()
-        self.embedding = nn.EmbeddingBag(shape.rows, shape.dim, mode="sum", padding_idx=PADDING_ID)
-        self.bottom = nn.Sequential(nn.Linear(shape.dense_features, shape.dim), nn.ReLU())
-        layers: list[nn.Module] = []
-        width = 2 * shape.dim
-        for _ in range(shape.layers):
-            layers += [nn.Linear(width, shape.hidden), nn.ReLU()]
-            width = shape.hidden
-        layers.append(nn.Linear(width, 1))
-        self.top = nn.Sequential(*layers)
+    class Recommender(nn.Module):
+        """Pooled embedding of the id bag and a projection of the dense features, then an MLP to one logit."""
 
-    def forward(self, ids: torch.Tensor, dense: torch.Tensor) -> torch.Tensor:
-        pooled = self.embedding(ids)
-        return self.top(torch.cat([pooled, self.bottom(dense)], dim=1)).squeeze(1)
+        def __init__(self, shape: RecsysShape) -> None:
+            super().__init__()
+            self.embedding = nn.EmbeddingBag(shape.rows, shape.dim, mode="sum", padding_idx=PADDING_ID)
+            self.bottom = nn.Sequential(nn.Linear(shape.dense_features, shape.dim), nn.ReLU())
+            layers: list[nn.Module] = []
+            width = 2 * shape.dim
+            for _ in range(shape.layers):
+                layers += [nn.Linear(width, shape.hidden), nn.ReLU()]
+                width = shape.hidden
+            layers.append(nn.Linear(width, 1))
+            self.top = nn.Sequential(*layers)
+
+        def forward(self, ids: torch.Tensor, dense: torch.Tensor) -> torch.Tensor:
+            pooled = self.embedding(ids)
+            return self.top(torch.cat([pooled, self.bottom(dense)], dim=1)).squeeze(1)
+
+    return Recommender
 
 
 @register("recsys", description="embedding table (EmbeddingBag) + MLP on sparse ids; its table can live remotely")
@@ -81,7 +89,7 @@ class Recsys(WorkloadDefaults):
         return self.shape.batch_size
 
     def build_model(self) -> nn.Module:
-        return Recommender(self.shape)
+        return _recommender_class()(self.shape)
 
     def blocks(self, model: nn.Module) -> list[nn.Module]:
         return [model.embedding, model.bottom, model.top]  # the table, the dense projection, the top MLP

@@ -12,11 +12,11 @@ from __future__ import annotations
 import dataclasses
 from typing import Literal
 
-from torch import nn
-
-from harness.protocols import option
+from harness.protocols import lazy_module, option
 from workloads import register
 from workloads._vision import ImageClassifier, ResNetShape, residual_blocks, resnet
+
+nn = lazy_module("torch.nn")
 
 SHAPES = {
     "tiny": ResNetShape(image_size=64, classes=10, batch_size=8, layers=(1, 1, 1, 1), widths=(8, 16, 32, 64)),

@@ -11,11 +11,11 @@ from __future__ import annotations
 import dataclasses
 from typing import Literal
 
-from torch import nn
-
-from harness.protocols import option
+from harness.protocols import lazy_module, option
 from workloads import register
 from workloads._vision import ImageClassifier, ImageShape
+
+nn = lazy_module("torch.nn")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -17,9 +17,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import torch
-
 from harness.config.ranks import available_cpus
+from harness.registry import lazy_module
+
+torch = lazy_module("torch")  # where GPUs or precision are read: the versions alone key `list`'s cached counts
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]  # the checkout ddpbench runs from (harness/measure/env.py)
 LIBRARIES = ("torch", "torchvision", "transformers", "numpy", "pandas", "pyarrow", "plotly", "nvidia-ml-py", "scipy")

@@ -55,3 +55,18 @@ def test_a_lazy_module_becomes_the_module_itself_at_its_first_use():
     assert namespace["loader"].dumps([1]) == "[1]"
     assert namespace["loader"] is namespace["json"]
     assert lazy_module("json").__name__ == "json"
+
+
+def test_every_plugins_entry_and_options_are_read_without_torch():
+    """What `list` reads of each strategy and workload before its cached counts: a plug-in that imports torch at its
+    top (or subclasses a torch module there) brings it back into every command that lists or names one."""
+    code = (
+        "import sys, impls, workloads\n"
+        "for registry in (impls.REGISTRY, workloads.REGISTRY):\n"
+        "    for entry in registry.entries():\n"
+        "        entry.options()\n"
+        "print(len(impls.names()), len(workloads.names()), 'torch' in sys.modules)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    strategies, models, torch_imported = done.stdout.split()
+    assert int(strategies) > 5 and int(models) > 5 and torch_imported == "False", done.stdout

@@ -24,15 +24,15 @@ import re
 from pathlib import Path
 from typing import Any
 
-import torch
-import torch.nn.functional as F
-from torch import nn
-
-from harness.protocols import ConfigError, UnknownOption, WorkloadDefaults
+from harness.protocols import ConfigError, UnknownOption, WorkloadDefaults, lazy_module
 from workloads._text import TransformerShape, causal_lm_batch, masked_lm_batch, token_loss
 from workloads._zoo.hf_heads import heads_follow, heads_of, is_count, options_set
 from workloads._zoo.source import Source, did_you_mean, file_hash, unknown
 from workloads._zoo.vision import deterministic
+
+torch = lazy_module("torch")
+F = lazy_module("torch.nn.functional")
+nn = lazy_module("torch.nn")
 
 TASKS = ("seq2seq", "masked_lm", "causal_lm", "image_classification")
 MAPPINGS = {

@@ -9,11 +9,11 @@ from __future__ import annotations
 import importlib.util
 from typing import Any
 
-from torch import nn
-
-from harness.protocols import UnknownOption
+from harness.protocols import UnknownOption, lazy_module
 from workloads._zoo.source import Source, unknown
 from workloads._zoo.vision import OWN_OPTIONS, SIZES, ImageModel, options_check, whole_numbers
+
+nn = lazy_module("torch.nn")
 
 
 def source(name: str) -> Source:

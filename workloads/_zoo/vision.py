@@ -32,13 +32,13 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
-import torch
-import torch.nn.functional as F
-from torch import nn
-
-from harness.protocols import ConfigError, UnknownOption, WorkloadDefaults
+from harness.protocols import ConfigError, UnknownOption, WorkloadDefaults, lazy_module
 from workloads._zoo.source import Source, unknown
 from workloads._zoo.vision_keywords import IGNORED, OWN_OPTIONS, no_option_words
+
+torch = lazy_module("torch")
+F = lazy_module("torch.nn.functional")
+nn = lazy_module("torch.nn")
 
 
 @dataclasses.dataclass(frozen=True)
