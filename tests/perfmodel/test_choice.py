@@ -86,9 +86,13 @@ def test_the_choice_says_the_pick_what_is_beside_it_and_what_fits_untimed(capsys
         lines[0]
         == "ddpbench predict: the answer on dgx-h100, the fastest step of what fits 80 GiB a GPU as counted above:"
     )
-    # the cap each booking's step is at, named though no floors rank it (a cell read 'stock' beside 'stock at 25 MiB')
-    assert lines[2].split() == ["8", "zero", "at", "25", "MiB", "104", "stock", "does", "not", "fit"]
-    assert lines[3].split() == ["64", "stock", "or", "zero", "at", "25", "MiB", "100–103", "a", "tie", "[1]"]
+    # the cap each booking's step is at, named though no floors rank it (a cell read 'stock' beside 'stock at 25 MiB');
+    # beside the step, each pick's peak a rank (state + 10 GiB of activations), as the page's table has it: whether it
+    # fits was a screen below, in the memory table, where a resnet152 walkthrough looked for it first
+    assert lines[1].split()[:4] == ["GPUs", "book", "step", "ms"] and lines[1].split()[4:6] == ["peak", "GiB"]
+    assert lines[2].split() == ["8", "zero", "at", "25", "MiB", "104", "70", "stock", "does", "not", "fit"]
+    assert lines[3].split() == ["64", "stock", "or", "zero", "at", "25", "MiB", "100–103", "70", "/", "50", "a", "tie",
+                                "[1]"]  # fmt: skip
     assert lines[4] == "  [1] a tie (w64): a lead under 4% is more than the model can tell"
     assert lines[5:] == ["  fsdp fits too, with no step model to predict its step here: the run page compares what "
                          "the run measured", "  a CPU's compute"]  # fmt: skip
@@ -98,7 +102,7 @@ def test_the_choice_says_the_pick_what_is_beside_it_and_what_fits_untimed(capsys
     )
     predictions.strategy_choice(small, cluster, frames=[_frame(8, 100.0, 110.0)])
     said = capsys.readouterr().out.splitlines()[2].split()
-    assert said == ["8", "stock", "at", "25", "MiB", "100", "zero", "at", "25", "MiB", "+10.0%"]
+    assert said == ["8", "stock", "at", "25", "MiB", "100", "30", "zero", "at", "25", "MiB", "+10.0%"]
 
 
 def test_fsdps_modelled_step_joins_the_choice_where_the_profile_has_its_blocks():
@@ -133,7 +137,8 @@ def test_a_lead_inside_fsdps_own_cost_bounds_leaves_the_pick_open_and_one_beyond
     row = next(line for line in said.splitlines() if line.split()[:1] == ["64"])
     # no next: all three booked, at the step booked once FSDP's cost is measured: fsdp's without it, stock's with it
     assert row.split()[:10] == ["64", "fsdp", "or", "stock", "at", "25", "MiB", "or", "zero", "at"]  # not fsdp's 110
-    assert row.endswith("90–100  [1]") and "a tie" not in said  # the caps named: the note's words under the table
+    # the caps named, each pick's peak a rank beside its step: the note's words under the table
+    assert row.endswith("90–100  15 / 70 / 50  [1]") and "a tie" not in said
     assert "  [1] open until FSDP's own cost is measured on a GPU (w64 fsdp without it, stock or zero with a CPU's, " \
            "scaled): bench --gpus 1 --impls local,fsdp on a GPU measures it" in said  # fmt: skip
     # ahead of stock even with all of it (12 ms, within the 4 % at the long end): fsdp at both ends, a range
@@ -414,8 +419,8 @@ def test_the_answer_ends_as_a_table_of_the_pick_the_next_and_what_it_rests_on(ca
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].startswith("ddpbench predict: the answer on dgx-h100, the fastest step of what fits 80 GiB a GPU")
     header, w8, w64 = lines[1:4]
-    assert [cell.strip() for cell in header.split("  ") if cell] == ["GPUs", "book", "step ms", "next that fits",
-                                                                     "behind", "GPU-h per 1M samples",
+    assert [cell.strip() for cell in header.split("  ") if cell] == ["GPUs", "book", "step ms", "peak GiB",
+                                                                     "next that fits", "behind", "GPU-h per 1M samples",
                                                                      "rests on"]  # fmt: skip  # over marks alone
     # 75 ms a step of 32 samples a GPU: 0.075 s × 10⁶ / 32 / 3,600 = 0.651 GPU-hours a million samples
     assert w8.split() == [
@@ -425,13 +430,14 @@ def test_the_answer_ends_as_a_table_of_the_pick_the_next_and_what_it_rests_on(ca
         "25",
         "MiB",
         "75",
+        "20",
         "0.651",
         "[1]",
     ]  # no runner-up: none else fits, said under the table
     # open: fsdp or zero, the faster of them at each end (fsdp's 102 with its cost no one would book); stock behind
     # that at each end: 100 / 90, 100 / 95
-    assert w64.split()[:14] == ["64", "fsdp", "or", "zero", "at", "25", "MiB", "90–95", "stock", "at", "25", "MiB",
-                                "+5.3–11.1%", "0.781–0.825"]  # fmt: skip
+    assert w64.split()[:17] == ["64", "fsdp", "or", "zero", "at", "25", "MiB", "90–95", "15", "/", "20", "stock", "at",
+                                "25", "MiB", "+5.3–11.1%", "0.781–0.825"]  # fmt: skip
     assert header.index("book") == w64.index("fsdp")  # words aligned left, figures right
     assert header.index("behind") + len("behind") == w64.index("+5.3–11.1%") + len("+5.3–11.1%")
     # the notes' words beside the figures would pass the console's width: marks, the words under the table once
@@ -673,7 +679,7 @@ def test_a_pick_that_fits_only_tightly_is_named_after_a_roomier_one_it_ties_and_
     cluster = types.SimpleNamespace(name="dgx-h100", gpu_memory_gib=79.11)
     predictions.strategy_choice(state, cluster, frames=frames)
     lines = capsys.readouterr().out.splitlines()
-    assert lines[2].split()[-5:] == ["[1];", "stock", "fits", "tight", "[2]"]
+    assert lines[2].split()[-5:] == ["50", "/", "74", "[1]", "[2]"]  # the peaks a rank, the notes under the table
     assert lines[5] == ("  [2] stock fits tight (w8, w64: 5.11 GiB left, batch 7 a rank fits with room): under 8% of "
                         "the count, which has read up to 8% below a measured peak")  # fmt: skip
     from harness.commands.console.predict import memory as memory_table
@@ -702,7 +708,7 @@ def test_a_language_models_cost_is_counted_in_tokens(capsys):
     predictions.strategy_choice(state, cluster, frames=frames, batch=32)
     header, w8 = capsys.readouterr().out.splitlines()[1:3]
     assert "GPU-h per 1B tokens" in header and "1M samples" not in header
-    assert w8.split()[:7] == ["8", "zero", "at", "25", "MiB", "75", "0.636"]
+    assert w8.split()[:8] == ["8", "zero", "at", "25", "MiB", "75", "20", "0.636"]
     assert choice_table.tokens_a_step(state.assign(tokens_per_batch=float("nan"))) is None  # a vision model: samples
 
 
@@ -909,3 +915,17 @@ def test_a_column_blank_on_every_row_is_left_out_of_the_answer_table():
     kept, shown = choice_table.without_blank_columns(header, rows)
     assert kept == ("GPUs", "book", "step ms", "GPU-h per 1M samples")
     assert shown == [("8", "stock at 25 MiB", "61.31", "2.13"), ("16", "stock at 25 MiB", "61.59", "")]
+
+
+def test_a_table_too_wide_for_the_peak_column_says_each_picks_peak_under_it(capsys, monkeypatch):
+    """A resnet152 booking's table (a tie of stock and fsdp, its GPU-hours and three notes) was 127 characters with
+    the peak column, past the console's width: its rows lose the column, and the line under them says each pick's
+    peak a rank at each GPU count, the figures the column held (state + 10 GiB of activations)."""
+    from harness.commands.console.predict import answer
+
+    monkeypatch.setattr(answer, "WIDTH", 50)
+    cluster = types.SimpleNamespace(name="dgx-h100", gpu_memory_gib=80.0)
+    predictions.strategy_choice(STATE, cluster, frames=FRAMES)
+    lines = capsys.readouterr().out.splitlines()
+    assert "peak" not in lines[1] and lines[2].split()[:6] == ["8", "zero", "at", "25", "MiB", "104"]
+    assert lines[4] == "  peak GiB a rank (of 80): w8 zero 70; w64 stock 70, zero 50"

@@ -42,6 +42,18 @@ def without_blank_columns(header: tuple[str, ...], rows: list[tuple]) -> tuple[t
     return tuple(header[k] for k in kept), [tuple(row[k] for k in kept) for row in rows]
 
 
+def with_peak_column(header: tuple, rows: list[tuple], choices: list, capacity_gib: float) -> tuple[tuple, list]:
+    """The choice table (the console's and the page's) with each pick's peak a rank beside its step, 'peak GiB a rank
+    (of 44.39)': memory.need_mb as the choice judged its fit and the console's memory table gives it ('4 / 18.8' where
+    a tie books several); blank where nothing fits."""
+    of = f" (of {capacity_gib:g})" if capacity_gib else ""
+    cells = [" / ".join(f"{c.need_mb / 1024:.3g}" for c in choice.picked) for choice in choices]
+    at = header.index("step ms") + 1
+    return (*header[:at], f"peak GiB a rank{of}", *header[at:]), [
+        (*row[:at], cell, *row[at:]) for row, cell in zip(rows, cells, strict=True)
+    ]
+
+
 def cost_unit(tokens) -> str:
     """What the GPU-hours are counted per: a billion tokens where a GPU's tokens a step are known, else a million
     samples."""

@@ -20,7 +20,14 @@ from harness.perfmodel.memory_words import activation_words, fit_words
 from harness.perfmodel.own_check import OwnCheck, unborne_words
 from harness.perfmodel.pick import failed as gone
 from harness.perfmodel.pick import parity, ranked
-from harness.perfmodel.pick.choice_table import chosen, table_header, table_rows, tokens_a_step, without_blank_columns
+from harness.perfmodel.pick.choice_table import (
+    chosen,
+    table_header,
+    table_rows,
+    tokens_a_step,
+    with_peak_column,
+    without_blank_columns,
+)
 from harness.perfmodel.pick.words import choice_words
 from harness.perfmodel.sharded import optimizer_break_even, optimizer_share_caveat
 from harness.results.values import strategy_labels
@@ -92,18 +99,6 @@ def choice_section(configs: pd.DataFrame, group: pd.DataFrame, cluster: Cluster,
     if not rows:  # no table: the words are the answer
         return f'<p class="takeaway"><b>The choice</b>: {esc(words)}{esc(f" [{said}]" if said else "")}.</p>'
     return f"{answer}{caveats}{folded}"
-
-
-def with_peak_column(header: tuple, rows: list[tuple], choices: list, capacity_gib: float) -> tuple[tuple, list]:
-    """The choice table with each pick's peak a rank beside its step, 'peak GiB a rank (of 44.39)': memory.need_mb
-    as the choice judged its fit and the console's memory table gives it ('4 / 18.8' where a tie books several);
-    blank where nothing fits."""
-    of = f" (of {capacity_gib:g})" if capacity_gib else ""
-    cells = [" / ".join(f"{c.need_mb / 1024:.3g}" for c in choice.picked) for choice in choices]
-    at = header.index("step ms") + 1
-    return (*header[:at], f"peak GiB a rank{of}", *header[at:]), [
-        (*row[:at], cell, *row[at:]) for row, cell in zip(rows, cells, strict=True)
-    ]
 
 
 MEMORY_SETUP = ["workload", "size", "batch_size", "dtype", "optimizer"]

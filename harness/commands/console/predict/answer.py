@@ -19,13 +19,14 @@ from harness.perfmodel.pick.choice_table import (
     noted_rows,
     table_header,
     tokens_a_step,
+    with_peak_column,
     without_blank_columns,
 )
 
 if TYPE_CHECKING:
     import pandas as pd
 
-FIGURES = ("GPUs", "step ms", "behind", "GPU-h per")
+FIGURES = ("GPUs", "step ms", "peak GiB", "behind", "GPU-h per")
 """The columns of figures, aligned right, known by their header's words (a column blank on every row is dropped)."""
 WIDTH = 120
 """The widest row the table may print (a terminal's width with room): past it, the notes are marks, their words
@@ -54,19 +55,19 @@ def choice_table(state: pd.DataFrame, capacity_gib: float, frames: list[pd.DataF
     if other_end is not None:
         rows, spanned = _to_other_end(rows, other_end, state, capacity_gib, errors=errors, batch=batch)
     rows = [((*cells[:1], book_cell(cells[1]), *cells[2:]), notes) for cells, notes in rows]
-    table, footnotes = _marked(rows, marks_only=False)
-    if max(map(len, _lines(header, table))) > WIDTH:  # the notes' words too wide beside the figures: marks alone
-        table, footnotes = _marked(rows, marks_only=True)
-        header = (*header[:-1], "rests on")  # over marks: the header's words no wider than needed
-    header, table = without_blank_columns(header, table)
+    # whether it fits, beside the step it is booked at; a table too wide for it says it in a line under it instead
+    plain, (header, table, footnotes), peaks = header, _laid_out(*_with_peak(header, rows, made[0], capacity_gib)), ""
+    if max(map(len, _lines(header, table))) > WIDTH:
+        (header, table, footnotes), peaks = _laid_out(plain, rows), _peaks_line(made[0], capacity_gib)
     floored = "; ≥: the full size's floor ranks it" * any("≥" in cells[2] for cells, _ in rows)  # (none: unsaid)
     unborne = f"; {words}, see below" if (words := unborne_words(errors)) else ""
     where = "below" if said_ahead() else "above"  # one cluster's: said first, ahead of the memory it counted
     said = f" ({words[2:]})" if (words := floored + unborne + spanned) else ""
     say(f"ddpbench predict: the answer on {cluster_name}, the fastest step of what fits {capacity_gib:g} GiB a GPU as "
         f"counted {where}{said}:")  # fmt: skip
-    for line in _lines(header, table):
-        say(line)
+    for line in [*_lines(header, table), peaks]:
+        if line:
+            say(line)
     for k, ((short, rest), figures) in enumerate(footnotes.items(), start=1):
         bare = ", ".join(f"w{gpus}" for gpus, figure in figures if not figure)  # named all the same, after
         said = [f"w{gpus} {figure}" for gpus, figure in figures if figure] + [bare] * bool(bare)
@@ -105,6 +106,33 @@ def _to_other_end(rows: list[tuple], other_end: tuple, state, capacity_gib: floa
     if not spanned:
         return out, f"; at the step's {here} end, the {there} end's below"
     return out, f"; a range: the step's {here} end to its {there} end where both book the same, else its {here} end"
+
+
+def _laid_out(header: tuple, rows: list[tuple]) -> tuple[tuple, list[tuple], dict]:
+    """The header, the rows as said and their footnotes (_marked): each note's short words in its row, or where they
+    would take a row past WIDTH, its mark alone; a column blank on every row left out."""
+    table, footnotes = _marked(rows, marks_only=False)
+    if max(map(len, _lines(header, table))) > WIDTH:  # the notes' words too wide beside the figures: marks alone
+        table, footnotes = _marked(rows, marks_only=True)
+        header = (*header[:-1], "rests on")  # over marks: the header's words no wider than needed
+    header, table = without_blank_columns(header, table)
+    return header, table, footnotes
+
+
+def _peaks_line(choices: list, capacity_gib: float) -> str:
+    """'  peak GiB a rank (of 79.11): w8 stock 6.12, fsdp 5.61; w16 …', the peak column's figures for a table too wide
+    to hold it; '' where nothing fits."""
+    said = [f"w{c.world_size} " + ", ".join(f"{p.strategy} {p.need_mb / 1024:.3g}" for p in c.picked)
+            for c in choices if c.picked]  # fmt: skip
+    return f"  peak GiB a rank (of {capacity_gib:g}): " + "; ".join(said) if said else ""
+
+
+def _with_peak(header: tuple, rows: list[tuple], choices: list, capacity_gib: float) -> tuple[tuple, list[tuple]]:
+    """`rows` ((cells, notes)) with each pick's peak a rank beside its step, as the what-if page's table has it: the
+    question a booking is asked first ('does batch 64 fit?') answered in the table, not a screen below it."""
+    header, cells = with_peak_column(header, [cells for cells, _ in rows], choices, capacity_gib)
+    header = tuple("peak GiB" if name.startswith("peak GiB") else name for name in header)  # its GPU: said above
+    return header, [(row, notes) for row, (_, notes) in zip(cells, rows, strict=True)]
 
 
 def _spanned(cell: str, other: str) -> str:
