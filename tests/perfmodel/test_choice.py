@@ -127,7 +127,8 @@ def test_a_lead_inside_fsdps_own_cost_bounds_leaves_the_pick_open_and_one_beyond
     assert unsure.open_on == ("FSDP2",) and not unsure.others
     assert [[c.strategy for c in ends] for ends in unsure.at_ends] == [["fsdp"], ["stock", "zero"]]
     assert (
-        "w64 fsdp 90–110 ms (from none of its own cost to a CPU's) or stock 100 ms or zero 103 ms (open until FSDP's "
+        "w64 fsdp 90–110 ms (from none of its own cost, unmeasured on a GPU, to a CPU's, scaled) or stock 100 ms or "
+        "zero 103 ms (open until FSDP's "
         "own cost is measured on a GPU (bench --gpus 1 --impls local,fsdp there): fsdp without it, stock or zero "
         "with a CPU's, scaled)"
     ) in choice_words(predictions.labelled(STATE), [left], 80.0)  # the page's words
@@ -153,7 +154,8 @@ def test_a_lead_inside_fsdps_own_cost_bounds_leaves_the_pick_open_and_one_beyond
         "level to +11.1%",
     )  # stock 2 % ahead of its long end: a tie there
     assert row[-1] == (
-        "fsdp from none of its own cost to a CPU's; level with FSDP's own cost at a CPU's, "
+        "fsdp's step from none of its own cost, unmeasured on a GPU, to a CPU's, scaled; "
+        "level with FSDP's own cost at a CPU's, "
         "11.1% behind without it: open until FSDP's own cost is measured on a GPU (bench --gpus 1 --impls local,fsdp "
         "there)"
     )  # each end said
@@ -310,7 +312,8 @@ def test_a_lead_over_the_pick_names_the_own_costs_of_the_two_compared_alone():
     (w8,) = choice.choose(predictions.labelled(three), frames, 80.0)
     assert [c.strategy for c in w8.picked] == ["stock"] and w8.bounds == ["FSDP2", "ZeRO-1"]
     said = choice_words(predictions.labelled(three), frames, 80.0)
-    assert "fsdp 97–105.5 ms (from none of its own cost to a CPU's), 3.0% faster without FSDP's own cost, 5.5% " \
+    assert "fsdp 97–105.5 ms (from none of its own cost, unmeasured on a GPU, to a CPU's, scaled), " \
+           "3.0% faster without FSDP's own cost, 5.5% " \
            "slower with it at a CPU's; zero 110–117 ms" in said, said  # fmt: skip
 
 
@@ -384,7 +387,10 @@ def test_a_slower_strategy_whose_step_is_bounded_by_its_own_cost_is_behind_by_a_
     state = _state([("stock", 8, 20.0), ("fsdp", 8, 10.0)])
     frames = [_frame(8, 100.0, 200.0).assign(fsdp_step_ms=100.8, fsdp_own_left_out_ms=40.0)]
     words = choice_words(predictions.labelled(state), frames, 80.0)
-    assert "fsdp 100.8–140.8 ms (from none of its own cost to a CPU's), 0.8–40.8% slower" in words
+    assert (
+        "fsdp 100.8–140.8 ms (from none of its own cost, unmeasured on a GPU, to a CPU's, scaled), 0.8–40.8% slower"
+        in words
+    )
     (row,) = choice_table.table_rows(predictions.labelled(state), frames, 80.0)
     assert row[1:5] == (
         "stock at 25 MiB",
@@ -392,7 +398,7 @@ def test_a_slower_strategy_whose_step_is_bounded_by_its_own_cost_is_behind_by_a_
         "fsdp",
         "+0.8–40.8%",
     )  # a tie without it, stock with it: stock, decided
-    assert row[-1] == "fsdp from none of its own cost to a CPU's"
+    assert row[-1] == "fsdp's step from none of its own cost, unmeasured on a GPU, to a CPU's, scaled"
     apart = [_frame(8, 100.0, 200.0).assign(fsdp_step_ms=110.0, fsdp_own_left_out_ms=40.0)]
     assert choice_table.table_rows(predictions.labelled(state), apart, 80.0)[0][3:5] == ("fsdp", "+10.0–50.0%")
     whole = [_frame(8, 100.0, 200.0).assign(fsdp_step_ms=110.0)]  # a GPU run's: its own cost in its step, a point
@@ -895,7 +901,10 @@ def test_a_gpu_runs_own_cost_not_told_from_noise_is_the_runs_at_the_long_end_not
 
     frame = _frame(64, 100.0, 103.0).assign(fsdp_step_ms=90.0, fsdp_own_left_out_ms=20.0, own_cost_whose="the run's")
     words = choice_words(predictions.labelled(STATE), [frame], 80.0)
-    assert "fsdp 90–110 ms (from none of its own cost to the run's)" in words and "a CPU's" not in words
+    assert (
+        "fsdp 90–110 ms (from none of its own cost, not told from noise, to the run's, scaled)" in words
+        and "a CPU's" not in words
+    )
     assert "fsdp without it, stock or zero with the run's, scaled" in words
     (row,) = choice_table.table_rows(predictions.labelled(STATE), [frame], 80.0)
     assert "a CPU's" not in " ".join(row) and "the run's" in " ".join(row)
@@ -905,7 +914,7 @@ def test_a_gpu_runs_own_cost_not_told_from_noise_is_the_runs_at_the_long_end_not
     ranged = console_bookings._ranged_words([booked], None)
     assert ranged.endswith("from none of FSDP's own cost to the run's, scaled") and booked.whose == "the run's"
     cpu = choice_words(predictions.labelled(STATE), [frame.drop(columns="own_cost_whose")], 80.0)
-    assert "(from none of its own cost to a CPU's)" in cpu
+    assert "(from none of its own cost, unmeasured on a GPU, to a CPU's, scaled)" in cpu
 
 
 def test_a_column_blank_on_every_row_is_left_out_of_the_answer_table():

@@ -363,7 +363,10 @@ def test_a_gpu_runs_own_cost_is_in_fsdps_step_a_point_where_a_cpus_bounds_it_and
     (decided,) = choice.choose(state, [frame(False, bare + 20.0)], 80.0)
     assert [c.strategy for c in decided.picked] == ["fsdp"] and not decided.open_on
     (row,) = choice_table.table_rows(state, [frame(False, bare + 20.0)], 80.0)
-    assert row[2] == f"{bare:.4g}–{bare + 10:.4g}" and row[-1] == "fsdp from none of its own cost to a CPU's"
+    assert (
+        row[2] == f"{bare:.4g}–{bare + 10:.4g}"
+        and row[-1] == "fsdp's step from none of its own cost, unmeasured on a GPU, to a CPU's, scaled"
+    )
 
 
 # ---------------------------------------------------------------- frozen parameters

@@ -49,7 +49,7 @@ def test_the_next_that_fits_is_judged_over_the_corners_as_the_pick_is():
     assert (round(low, 4), round(high, 4)) == (round(94.95 / 94.77 - 1, 4), round(198.52 / 94.77 - 1, 4))
     cells, notes = choice_table._cells(made, None, optimizer_ms=0.0, step_ms=0.0)
     assert cells[3:5] == ("fsdp or zero", "+0.2–109.5%")
-    assert [n.said for n in notes] == [f"{s} {bounds.OWN_RANGE}" for s in ("fsdp", "zero")]
+    assert [n.said for n in notes] == [f"{s}'s step {bounds.OWN_RANGE}" for s in ("fsdp", "zero")]
     close = dataclasses.replace(
         made,
         picked=[dataclasses.replace(made.picked[0], step_ms=95.11)],  # the run's w8
@@ -79,7 +79,8 @@ def test_faster_and_slower_are_true_at_every_corner_else_said_at_one_end():
     (made,) = choice.choose(state, frames, 80.0)  # fsdp ties stock without its own cost, trails it with: stock
     assert [c.strategy for c in made.picked] == ["stock"]
     assert (
-        "fsdp 97–137 ms (from none of its own cost to a CPU's), 3.0% faster without FSDP's own cost, 37.0% "
+        "fsdp 97–137 ms (from none of its own cost, unmeasured on a GPU, to a CPU's, scaled), "
+        "3.0% faster without FSDP's own cost, 37.0% "
         "slower with it at a CPU's" in choice_words(state, frames, 80.0)
     )  # which end each holds at, said
     assert bounds.lead_words(-0.03, 0.47, ({"FSDP2": 0, "ZeRO-1": -1}, {"FSDP2": -1, "ZeRO-1": 0})) == (
@@ -116,12 +117,18 @@ def test_the_console_says_which_end_the_next_leads_at_and_names_every_gpu_count_
     assert "level to +39.0%" in said and "+1.0–41.0%" in said  # not '-1.0% to +39.0%' beside a single pick
     ends = "w8 level without FSDP's own cost, 39.0% behind with it at a CPU's"
     waits = "open until FSDP's own cost is measured on a GPU (bench --gpus 1 --impls local,fsdp there)"
-    assert f"  [1] fsdp from none of its own cost to a CPU's ({ends}): {waits}" in said  # w16's said in its row
+    assert (
+        f"  [1] fsdp's step from none of its own cost, unmeasured on a GPU, to a CPU's, scaled ({ends}): {waits}"
+        in said
+    )  # w16's said in its row
     monkeypatch.setattr(answer, "WIDTH", 40)  # marks alone: every note's words under the table
     predictions.strategy_choice(state, cluster, frames=frames)
     printed = capsys.readouterr().out
-    assert f"  [1] fsdp from none of its own cost to a CPU's ({ends}): {waits}" in printed
-    assert "  [2] fsdp from none of its own cost to a CPU's (w16)" in printed
+    assert (
+        f"  [1] fsdp's step from none of its own cost, unmeasured on a GPU, to a CPU's, scaled ({ends}): {waits}"
+        in printed
+    )
+    assert "  [2] fsdp's step from none of its own cost, unmeasured on a GPU, to a CPU's, scaled (w16)" in printed
 
 
 def test_a_flip_is_said_over_the_own_costs_of_the_two_strategies_compared_and_its_bench_once():
@@ -136,7 +143,8 @@ def test_a_flip_is_said_over_the_own_costs_of_the_two_strategies_compared_and_it
     cells, notes = choice_table._cells(made, None, optimizer_ms=0.0, step_ms=0.0)
     assert cells[3:5] == ("fsdp", "level to +4.6%")
     assert notes[0].said == (
-        "fsdp from none of its own cost to a CPU's; level without FSDP's own cost, 4.6% behind with it at a CPU's: "
+        "fsdp's step from none of its own cost, unmeasured on a GPU, to a CPU's, scaled; "
+        "level without FSDP's own cost, 4.6% behind with it at a CPU's: "
         "open until FSDP's own cost is measured on a GPU (bench --gpus 1 --impls local,fsdp there)"
     )  # fmt: skip
     assert "ZeRO" not in notes[0].said + notes[0].figure

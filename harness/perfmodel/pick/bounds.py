@@ -89,10 +89,12 @@ def span_text(low: float, high: float, text: Callable[[float], str] = lambda val
 
 
 def own_range(whose: str = CPU) -> str:
-    """A step bounded by its own cost, said: 'from none of its own cost to a CPU's': from none of it (a GPU's may be
-    small) to `whose`, scaled (own_costs.fsdp_for_cluster, own_costs.zero_for_cluster say how much, once); "the
-    run's" where the run was on a GPU whose steps did not tell it from noise."""
-    return f"from none of its own cost to {whose}"
+    """A step bounded by its own cost, said: 'from none of its own cost, unmeasured on a GPU, to a CPU's, scaled': from
+    none of it (a GPU's may be small) to `whose`, scaled (own_costs.fsdp_for_cluster, own_costs.zero_for_cluster say
+    how much, once); "the run's" where the run was on a GPU whose steps did not tell it from noise. Why the step is a
+    range is said in it: 'fsdp from none of its own cost to a CPU's' left a team lead asking what was missing."""
+    why = "unmeasured on a GPU" if whose == CPU else "not told from noise"
+    return f"from none of its own cost, {why}, to {whose}, scaled"
 
 
 OWN_RANGE = own_range()

@@ -208,7 +208,7 @@ def _bounded_note(c: Candidate, ends: tuple[str, str] = ("", "")) -> Note:
     page in its caveats (a walkthrough's table read fsdp +246 % behind, a note under it a tie without a CPU's own cost,
     and the FSDP line that cost left out); `ends`: where the next leads at one end only, which (`flip_ends`), its
     figure, and what it waits on, said once under a console's table."""
-    said, (figure, waits) = f"{c.strategy} {bounds.own_range(c.whose)}", ends
+    said, (figure, waits) = f"{c.strategy}'s step {bounds.own_range(c.whose)}", ends
     return Note(f"{said}; {figure}: {waits}" if figure else said, said, waits if figure else "", figure)
 
 

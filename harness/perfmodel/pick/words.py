@@ -16,8 +16,8 @@ from harness.perfmodel.pick.turning import turning_share
 
 def step_text(c: Candidate) -> str:
     """'stock 100 ms', or where its floor at the full size ranks it: 'fsdp at least 1720 ms (full-size floor; 234 ms
-    as profiled)'; a step bounded by its own cost (a CPU's) as its range: 'fsdp 90–102 ms (none of its own cost to a
-    CPU's)'."""
+    as profiled)'; a step bounded by its own cost (a CPU's) as its range: 'fsdp 90–102 ms (from none of its own cost,
+    unmeasured on a GPU, to a CPU's, scaled)'."""
     if c.note:
         return f"{step_text(dataclasses.replace(c, note=''))} ({c.note})"
     name = c.named + "," * (c.cap_mb is not None)  # 'stock at 100 MiB, at least …'
