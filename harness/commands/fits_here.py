@@ -179,8 +179,8 @@ def too_large_here(
 
     count, gpu = parameter_count(name, size, options), torch.cuda.is_available()
     many = many and not gpu and not isinstance(count, str) and count > SHORT_PARAMETERS
-    many_words = (f"{human_count(count)} parameters, more than the {human_count(SHORT_PARAMETERS)} list benches on "
-                  "a CPU (bench --dry-run says how long)") if many else ""  # fmt: skip
+    many_words = (f"{human_count(count)} parameters, more than the {human_count(SHORT_PARAMETERS)} a CPU steps "
+                  "through briefly (bench --dry-run says how long)") if many else ""  # fmt: skip
     workload = workloads.create(name, size=size, options=options)
     batch = batch or workload.default_batch_size()
     counts = meta_counts.counts(name, size, options, batch_size=batch, dtype="fp32")

@@ -288,7 +288,10 @@ def test_list_counts_the_model_a_user_will_train_with_its_options(capsys, monkey
     out = capsys.readouterr().out
     full = next(line for line in out.splitlines() if line.strip().startswith("full "))
     assert full.split()[1] == "1.3B" and "5.0 GiB of fp32 gradients a step" in full
-    assert "at full, 1.3B parameters, more than the 20.0M list benches on a CPU (bench --dry-run says how long)" in out
+    assert (
+        "at full, 1.3B parameters, more than the 20.0M a CPU steps through briefly (bench --dry-run says how long)"
+        in out
+    )
     assert "bench --workloads hf:llama --size small --batch-size " in out
     assert "predict --run RUN --cluster dgx-h100 --train-wopt hidden_size=2048 --train-wopt num_hidden_layers=24" in out
 
@@ -348,7 +351,7 @@ def test_list_says_a_model_no_cpu_rank_can_hold_before_its_parameter_count(capsy
     )  # what it assumes, said: AdamW's is more
     # the ranks' sum (rounded apart) against the memory: "a rank … 10.3 GiB, more than the 18.4 GiB … for 2 ranks"
     assert "2 ranks × 447.1 GiB = 894.1 GiB, more than the 16.0 GiB this machine has available: bench it smaller" in out
-    assert "list benches on a CPU" not in out
+    assert "a CPU steps through briefly" not in out
 
 
 @pytest.mark.parametrize("args, named", [
