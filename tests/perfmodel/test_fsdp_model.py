@@ -256,6 +256,13 @@ def test_fsdps_own_cost_left_out_of_a_gpu_step_is_beyond_ddps_only_where_the_rep
         "not told from noise, taken from it), scaled ×2 from the run's step to yours"
     )
     assert "21.9" not in fsdp_own_note(side) and "taken as 0" not in fsdp_own_note(side)
+    # DDP's step below the baseline's at one rank: its 0, though left out, says it was taken as 0 and why
+    below = pd.DataFrame([*local, *fsdp_rows, *(_row("stock", 1, ms) for ms in (80.0, 80.5, 79.5))])
+    scaling.say_run_calibration(two_blocks(), below, setup, scaled=True, carried=False)
+    said = capsys.readouterr().out
+    assert said.startswith("ddpbench predict: DDP's own cost 0 ms a step at one rank (taken as 0: ") and said.endswith(
+        "), a CPU's, left out of the GPU step given (an H200's was 3.3-4.0 % of its step)\n"
+    )
     assert fsdp_own_note(side._replace(left_out_s=0.0)) == side.note
 
 

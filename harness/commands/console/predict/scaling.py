@@ -80,7 +80,10 @@ def say_run_calibration(profile, configs, setup: dict, *, scaled: bool, carried:
         if given_ms is not None:
             whose = "the run's" if carried else "a CPU's"
             added = f"{whose}, not used: --local-ddp-ms's {given_ms:g} ms takes its place"
-        source = "" if not carried and given_ms is None else f" ({source})"  # a CPU's figure, whatever its why
+        # a CPU's figure left out says its why only where it reads 0: a 0 taken for a step below the baseline's (a
+        # resnet152 run's stock at 845 ms against local's 1,546) read as a measured 0
+        said = carried or given_ms is not None or difference_s < 0
+        source = f" ({source})" if said else ""
         # its status said here, once: FSDP's note (own_costs.fsdp_for_cluster) refers to it without the figure
         untold = ", not told from noise" * (difference_s > 0 and not measured.ddp_own_cost_told(configs, setup))
         console.say_once(f"ddpbench predict: DDP's own cost {ms_text(max(difference_s, 0) * 1e3)} ms a step at one "
