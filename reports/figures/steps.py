@@ -32,7 +32,7 @@ def time_breakdown(configs: pd.DataFrame, phases: pd.DataFrame, *, workload: str
     untimed = rows["exposed_comm_ms"].isna() & (rows["world_size"] > 1) & ~roles.flag(rows, "baseline")
     named = rows["config_label"].astype(str)  # (a float column where no row is left)
     # which rank the bar draws: a straggler's bar and its waiting peer's differ in kind, at nearly one step time
-    drawn = rows["rank"].map(lambda rank: f" · rank {int(rank)}" if pd.notna(rank) else "")
+    drawn = rows["rank"].astype(object).map(lambda rank: f" · rank {int(rank)}" if pd.notna(rank) else "")
     named = named.where(rows["world_size"] <= 1, named + drawn)
     labels = named.where(~untimed, named + " (comm. not timed)")
     figure = new_figure()

@@ -211,6 +211,15 @@ def test_time_breakdown_names_the_rank_each_bar_draws(cpu_run):
             assert " · rank " not in label, label
 
 
+def test_time_breakdown_of_a_workload_with_no_phases_left_draws_no_bar(cpu_run):
+    """A workload whose rows merge with no phases (every configuration failed, or another workload's phases): the
+    empty merge keeps the rank column's integer type, which once could not be added to the labels' strings and
+    stopped the run page, the report and the compare site with it."""
+    other = cpu_run.phases.assign(config_id="no-such-configuration")
+    figure = stepfigures.time_breakdown(cpu_run.configs, other, workload="mlp")
+    assert all(len(trace.x) == 0 for trace in figure.data)
+
+
 def test_a_run_from_before_communication_was_measured_draws_no_communication_figure(cpu_run):
     assert cpu_run.configs["comm_ms"].isna().all()  # schema 3: inferred, not measured
     assert stepfigures.exposed_communication(cpu_run.configs, workload="mlp") is None
