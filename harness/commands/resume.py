@@ -50,6 +50,12 @@ def resume(args: argparse.Namespace):
                     f"written; --repeats auto goes on deciding its {counted(deciding, 'open verdict')} up to its "
                     f"--max-repeats {config.max_repeats}, at {sizes}")  # fmt: skip
         return config, plan, done
+    if not plan.configurations and not _ended(plan.run):
+        # Stopped after its last configuration was written (a Ctrl-C during its last teardown): only the end is left
+        are = "is" if done == 1 else "are"
+        console.say(f"ddpbench: resuming run {plan.run_id}: its {counted(done, 'configuration')} {are} written, but "
+                    "it stopped before its end: only the end runs (its verdicts, answer and summary.json)")  # fmt: skip
+        return config, plan, done
     if not plan.configurations:
         console.say(f"ddpbench: run {plan.run_id} is complete ({counted(done, 'configuration')} written): nothing to "
                     f"resume{_failed_hint(plan) if not args.retry_failed else ''}; nothing was written")  # fmt: skip
@@ -93,6 +99,14 @@ def _can_go_on(args: argparse.Namespace, config: BenchConfig, plan, found: tuple
                 f"start) cannot fit a round of {counted(len(next_round), 'configuration run')}{about}: {hint} goes "
                 "on; nothing was written")  # fmt: skip
     return False
+
+
+def _ended(run) -> bool:
+    """Whether a session reached the run's end: its summary.json says complete (a stop writes it marked
+    incomplete; a session killed outright writes none)."""
+    from harness.commands.summary import earlier_sessions
+
+    return earlier_sessions(run).get("complete") is True
 
 
 def _pace(run) -> float | None:

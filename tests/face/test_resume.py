@@ -73,6 +73,17 @@ def test_resume_leaves_a_complete_run_alone_and_adds_a_retry_to_its_timings(tmp_
     names = [r["launch"] for r in contention.read(tmp_path / "r")]  # each session's, the names reused
     assert len(names) == first["session"]["launches"] + second["launches"] and len(set(names)) < len(names)
 
+    # stopped after its last row was written (Ctrl-C in the last teardown): the resume its stop named runs only the
+    # end; it once said "complete ... nothing to resume", and the verdicts and the answer were never said
+    store.write_json(summary_path, {**total, "complete": False})
+    code, out, _ = bench(capsys, tmp_path, "--resume", "r")
+    assert code == 0 and out.startswith("ddpbench: resuming run r: its 2 configurations are written, but it stopped "
+                                        "before its end: only the end runs"), out  # fmt: skip
+    assert out.splitlines()[-1].startswith("ddpbench: the answer (the strategy to deploy"), out
+    ended = json.loads(summary_path.read_text())
+    assert ended["complete"] is True and ended["sessions"] == 3 and ended["session"]["launched"] == 0
+    assert ended["status_counts"] == {"ok": 2} and len(store.read_run_meta(tmp_path / "r")["sessions"]) == 3
+
 
 @pytest.mark.parametrize(
     ("args", "said"),
