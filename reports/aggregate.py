@@ -244,10 +244,13 @@ def _precision(row: pd.Series) -> str:
 
 
 def machine_summary(meta: dict[str, Any], configs: pd.DataFrame) -> str:
-    """'CPU, gloo, up to 2 ranks' or '8 × NVIDIA H100, NCCL, up to 8 ranks on 1 node'."""
-    worlds = world_sizes(configs) or [c["world_size"] for c in meta.get("configurations", [])] or [0]
-    most = max(worlds)
-    ranks = f"up to {counted(most, 'rank')}"
+    """'CPU, gloo, up to 2 ranks' or '8 × NVIDIA H100, NCCL, up to 8 ranks on 1 node' ('up to 1 rank (2 planned)'
+    where the run's plan holds world sizes larger than any it recorded)."""
+    planned = [c["world_size"] for c in meta.get("configurations", []) if c.get("world_size") is not None]
+    most = max(world_sizes(configs) or planned or [0])
+    # a run stopped before its larger world sizes: 'up to 1 rank' alone read as all it asked for
+    more = f" ({max(planned)} planned)" if planned and max(planned) > most else ""
+    ranks = f"up to {counted(most, 'rank')}{more}"
     if meta.get("device") == "cuda":
         environment = meta.get("environment", {})
         gpu = environment.get("gpu_name") or "GPU"

@@ -29,6 +29,7 @@ from urllib.parse import quote
 from harness.analysis.verdicts import history as answer_history
 from harness.analysis.verdicts.environment import fault_rows
 from harness.results import contention, layout, model_tables, store
+from harness.results.invocation import resume_command
 from reports import aggregate, step_series
 from reports.pages import index as pages
 from reports.pages import pooled
@@ -257,6 +258,7 @@ def _write_run(run_folder: Path, out: Path, cluster, *, comparisons, shared, as_
     # Named by folder: two folders may carry one run id (a copied run), and each keeps its page.
     run.meta["page"] = run_folder.name
     run.meta["ended"] = pages.ended(_summary(run_folder), run.meta)  # its status: stopped, or maybe still running
+    run.meta["resume_command"] = resume_command(run.meta["run_id"], run_folder.parent)  # what finishes it, if stopped
     run.meta["fault_configs"] = fault_rows(run.meta, contention.read(run_folder))  # the rows a fault's mark is of
     run.meta["comparisons"] = [c for c in comparisons if run_folder.name in (c["base"], c["new"])]
     run.meta["predict_pages"] = [p for p in shared if p["run"] == run_folder.name]  # at a GPU step given

@@ -141,9 +141,13 @@ def gpu_shared_worlds(meta: dict[str, Any], configs: pd.DataFrame) -> set[int]:
     return {int(world) for world in configs.loc[per_node > gpus, "world_size"].dropna()}
 
 
-def one_world_size(configs: pd.DataFrame) -> list[str]:
+def one_world_size(configs: pd.DataFrame, meta: dict[str, Any] | None = None) -> list[str]:
+    """One rank only, and --gpus 2 the way to more; not where the run's plan holds larger world sizes it never ran (a
+    run stopped before its 2-rank launch once was told to run with --gpus 2: `interrupted` gives its --resume)."""
     ok = configs[configs["status"] == "ok"]
     if ok.empty or set(ok["world_size"].dropna().astype(int)) != {1}:
+        return []
+    if any(world > 1 for world in _never_ran(meta or {}, configs)):
         return []
     # Gloo on CUDA still stages every bucket through the host at one rank: that is measured, but exchanges nothing.
     said = "there is no other rank (what it timed as communication is one rank's own copies, not an exchange)"
@@ -186,17 +190,62 @@ def short_warmup(meta: dict[str, Any], configs: pd.DataFrame) -> list[str]:
 
 def interrupted(meta: dict[str, Any], configs: pd.DataFrame, *, resume_command: str) -> list[str]:
     """Planned configurations that have no row: the run was stopped (Ctrl-C, a crash, a lost node), or, where no
-    summary.json says it ended (site.py's `ended`, index.ENDED_WORDS), maybe still running."""
+    summary.json says it ended (site.py's `ended`, ENDED_WORDS), maybe still running; a stopped one says what it
+    stopped before (`stopped_before`)."""
     planned = {c.get("config_id") for c in meta.get("configurations") or [] if c.get("config_id")}
     done = set(configs["config_id"]) if "config_id" in configs else set()
     missing = planned - done
     if not missing:
         return []
+    before = stopped_before(meta, configs)
+    heading = f"Stopped before {before}" if before else "Stopped"
     return [
-        f"<b>{'Stopped' if meta.get('ended') == 'stopped' else 'Unfinished (still running or stopped)'}:</b> "
+        f"<b>{esc(heading) if meta.get('ended') == STOPPED else 'Unfinished (still running or stopped)'}:</b> "
         f"{len(planned & done)} of {len(planned)} planned configurations were recorded; "
         f"{len(missing)} never ran. Finish the run with <code>{esc(resume_command)}</code>."
     ]
+
+
+STOPPED, COMPLETE = "stopped", "complete"
+"""How a run's files say it ended (index.ended, from its last session's summary.json): stopped, or at its end."""
+ENDED_WORDS = {STOPPED: "stopped before its end", COMPLETE: "", None: "unfinished: still running or stopped"}
+"""What the index says of a run with configurations not run, by how its files say it ended: only a summary.json a
+session wrote at its end says it stopped; a run still going has written none yet."""
+
+
+def ended_words(meta: dict[str, Any], configs: pd.DataFrame) -> str:
+    """The index's word (HTML) on a run with configurations not run: 'stopped before its 2-rank configurations:
+    <code>ddpbench bench --resume …</code> finishes it' (the command as site.py puts it in `resume_command`), where
+    its plan says what it never ran; else ENDED_WORDS's. 'stopped before its end' of a run stopped before its 2-rank
+    launch read as done with what it could run, beside 'up to 1 rank'."""
+    before = stopped_before(meta, configs) if meta.get("ended") == STOPPED else ""
+    if not before:
+        return esc(ENDED_WORDS[meta.get("ended")])
+    command = meta.get("resume_command")
+    return f"stopped before {esc(before)}" + (f": <code>{esc(command)}</code> finishes it" if command else "")
+
+
+def _never_ran(meta: dict[str, Any], configs: pd.DataFrame) -> dict[int, tuple[int, int]]:
+    """{world size: (configurations never run, planned)} of the world sizes the run's plan (run.json) holds that it
+    did not all run; {} where the plan does not say its world sizes (a run from before it did)."""
+    done = set(configs["config_id"]) if "config_id" in configs else set()
+    planned = [c for c in meta.get("configurations") or [] if c.get("config_id")]
+    if any(c.get("world_size") is None for c in planned):
+        return {}
+    by_world: dict[int, tuple[int, int]] = {}
+    for c in planned:
+        missing, total = by_world.get(int(c["world_size"]), (0, 0))
+        by_world[int(c["world_size"])] = (missing + (c["config_id"] not in done), total + 1)
+    return {world: counts for world, counts in sorted(by_world.items()) if counts[0]}
+
+
+def stopped_before(meta: dict[str, Any], configs: pd.DataFrame) -> str:
+    """'its 2-rank configurations' ('1 of its 2 configurations at 1 rank and its 2-rank configurations'): what the
+    run's plan holds that it never ran, by world size; '' where nothing is missing or the plan does not say."""
+    said = [f"its {world}-rank configurations" if missing == total
+            else f"{missing} of its {total} configurations at {counted(world, 'rank')}"
+            for world, (missing, total) in _never_ran(meta, configs).items()]  # fmt: skip
+    return " and ".join(said)
 
 
 def not_alone(records: list[dict[str, Any]] | None) -> list[str]:
@@ -219,7 +268,7 @@ def alerts(
         *interrupted(meta, configs, resume_command=resume_command),
         *shared_devices(meta, configs),
         *not_alone(launches),
-        *one_world_size(configs),
+        *one_world_size(configs, meta),
         *short_warmup(meta, configs),
         *nothing_to_shard(configs),
         *noisy(configs),

@@ -19,6 +19,7 @@ from reports import aggregate
 from reports.aggregate import machine_summary
 from reports.figures import network as netfigures
 from reports.pages import alerts, evidence, legend, pooled
+from reports.pages.alerts import COMPLETE, STOPPED
 from reports.pages.html import FigureList, esc, page, reproduce_html, shared_link, table
 from reports.pages.notes import winner
 
@@ -66,8 +67,6 @@ def run_headline(configs: pd.DataFrame, meta: dict[str, Any] | None = None) -> s
     return "<br>".join(lines) or "nothing measured"
 
 
-STOPPED, COMPLETE = "stopped", "complete"
-
 GIVEN_UP = "leads; too few repeats to tell it from {next}, the next, and given up as out of reach within --max-repeats"
 """The index's caveat where the leader's pair with the reference is a verdict --repeats auto gave up on, naming it."""
 
@@ -109,16 +108,11 @@ def _first(rows: pd.DataFrame, column: str):
     return values.iloc[0] if len(values) else None
 
 
-ENDED_WORDS = {STOPPED: "stopped before its end", COMPLETE: "", None: "unfinished: still running or stopped"}
-"""What the index says of a run with configurations not run, by how its files say it ended (`ended`): only a
-summary.json a session wrote at its end says it stopped; a run still going has written none yet."""
-
-
 def status_text(meta: dict[str, Any], configs: pd.DataFrame) -> str:
     counts = alerts.status_counts(meta, configs)
     text = ", ".join(f"{n} {status}" for status, n in counts.items() if n or status == "ok")
     if counts["not run"]:
-        said = ENDED_WORDS[meta.get("ended")]
+        said = alerts.ended_words(meta, configs)
         return f'<span class="failed">{esc(text)}{f" ({said})" if said else ""}</span>'
     return f'<span class="failed">{esc(text)}</span>' if counts["failed"] else esc(text)
 

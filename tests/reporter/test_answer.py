@@ -257,6 +257,31 @@ def test_the_index_says_a_run_stopped_only_where_its_summary_says_so():
     assert pages.ended({"complete": True, "sessions": 2}, resumed) == pages.COMPLETE
 
 
+def test_a_run_stopped_before_its_larger_world_sizes_says_so_with_its_resume_not_one_rank_only():
+    """Stopped before its 2-rank launch, a run's page said "One rank only: … run with --gpus 2 or more" and the index
+    "up to 1 rank (stopped before its end)": the run had asked for 2 ranks, and its --resume is the way on."""
+    from reports import aggregate
+
+    planned = [{"config_id": f"stock-{world}-", "world_size": world} for world in (1, 2)]
+    resume = "ddpbench bench --resume r --results /data/results"
+    meta = {"run_id": "r", "device": "cpu", "configurations": planned, "ended": pages.STOPPED, "resume_command": resume}
+    configs = pd.DataFrame([config("stock", 1, 10.0)])
+    banners = alerts.alerts(meta, configs, resume_command=resume)
+    assert "One rank only" not in banners and "--gpus 2" not in banners, banners
+    assert "<b>Stopped before its 2-rank configurations:</b> 1 of 2 planned configurations were recorded" in banners
+    assert pages.status_text(meta, configs).endswith(
+        f"1 not run (stopped before its 2-rank configurations: <code>{resume}</code> finishes it)</span>"
+    )
+    assert aggregate.machine_summary(meta, configs) == "CPU, gloo, up to 1 rank (2 planned)"
+    # a world size part run, by count; a run that asked for one rank only is still told how to get more
+    planned += [{"config_id": "zero-1-", "world_size": 1}]
+    assert alerts.stopped_before({**meta, "configurations": planned}, configs) == (
+        "1 of its 2 configurations at 1 rank and its 2-rank configurations"
+    )
+    assert "One rank only" in alerts.alerts({**meta, "configurations": planned[:1]}, configs, resume_command=resume)
+    assert aggregate.machine_summary({**meta, "configurations": planned[:1]}, configs) == "CPU, gloo, up to 1 rank"
+
+
 def test_skipped_is_counted_apart_from_failed_on_the_index():
     meta = {"run_id": "r"}
     configs = pd.DataFrame([config("stock", 2, 10.0), config("dataparallel", 2, 10.0, status="skipped")])
