@@ -114,6 +114,15 @@ def read_rank_failures(run: Path, config_id: str) -> list[dict[str, Any]]:
     return sorted(records, key=lambda r: (r.get("at", 0.0), r["rank"]))
 
 
+def traceback_files(run: Path, config_id: str) -> list[tuple[int, str]]:
+    """(rank, path relative to the run folder) of each whole traceback a rank wrote for this configuration, by rank:
+    a rank stopped between its traceback and its record (torchrun's SIGTERM, as a peer's death tears the launch
+    down) leaves the traceback alone, which read_rank_failures does not see (a half-written one is a hidden .tmp)."""
+    folder = RunFolder(run).failures(config_id)
+    paths = folder.glob("rank*.traceback.txt") if folder.is_dir() else []
+    return sorted((int(path.name.removeprefix("rank").split(".")[0]), str(path.relative_to(run))) for path in paths)
+
+
 FAULT_KINDS = ("raise", "oom", "stop", "kill", "exit", "slow")
 CONDITIONS = ("impl", "world", "repeat", "cap", "rank", "step", "ms")
 

@@ -84,7 +84,7 @@ def _diagnose(run: Path, cfg: Configuration, end: LaunchEnd) -> dict[str, Any]:
     memory = {r["rank"]: r.get("memory") or {} for r in rank_failures}
     died = _rank_that_died(run, end, hint, spoke={r["rank"] for r in rank_failures})
     if died is not None:
-        return {**died, "memory": memory}
+        return {**died, **_echo_file(run, cfg.config_id, died, rank_failures), "memory": memory}
     if rank_failures:
         first = rank_failures[0]
         return {
@@ -95,6 +95,22 @@ def _diagnose(run: Path, cfg: Configuration, end: LaunchEnd) -> dict[str, Any]:
             "memory": memory,
         }
     return _from_log(run, end, hint)
+
+
+def _echo_file(run: Path, config_id: str, died: dict[str, Any], rank_failures: list[dict]) -> dict[str, Any]:
+    """A rank killed without a word (SIGKILL) wrote no traceback, and its row's error_file was empty while the first
+    peer its death reached wrote one (gloo's "connection reset by peer"): error_file is that one (its record's, else
+    a traceback whose rank was stopped before its record), and the error says whose it is; {} where the dead rank's
+    own is known, or no peer wrote one."""
+    written = [(r["rank"], r["error_file"]) for r in rank_failures if r.get("error_file")]
+    written += faults.traceback_files(run, config_id)
+    if died.get("error_file") or not written:
+        return {}
+    rank, path = written[0]
+    return {
+        "error_file": path,
+        "error": f"{died['error']} (its traceback file is rank {rank}'s, whose collective it broke)",
+    }
 
 
 def _rank_that_died(run: Path, end: LaunchEnd, hint: dict | None, *, spoke: set[int]) -> dict[str, Any] | None:

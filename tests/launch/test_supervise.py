@@ -140,6 +140,30 @@ def test_a_rank_killed_without_a_word_is_the_cause_and_its_peers_exception_the_e
     assert diagnose_launch(tmp_path, hung) == {"error_kind": "timeout", "error": "timeout: no progress for 61 s"}
 
 
+def test_a_rank_killed_without_a_word_points_its_row_at_the_traceback_its_peer_wrote(tmp_path):
+    """After kill -9 of rank 1 the row's error_file was empty, though rank 0's traceback of the broken collective
+    was written under failures/: it is the file there is, said to be rank 0's."""
+    from types import SimpleNamespace
+
+    from harness.launch.diagnose import diagnose
+
+    log = tmp_path / "world-2.log"
+    log.write_text(SUMMARY.format(code=-9, error_file="<N/A>"))
+    cfg = SimpleNamespace(config_id="0001-w2-mlp-tiny-stock", world_size=2)
+    killed = LaunchEnd(1, log, None, came_alive=True)
+    assert "error_file" not in diagnose(tmp_path, cfg, killed)  # no peer wrote one: none to point at
+    faults.write_rank_failure(tmp_path, cfg.config_id, 0, RuntimeError("Connection reset by peer"), {})
+    record = tmp_path / "failures" / cfg.config_id / "rank0.json"
+    assert diagnose(tmp_path, cfg, killed)["error_file"] == "failures/0001-w2-mlp-tiny-stock/rank0.traceback.txt"
+    record.unlink()  # rank 0 stopped (torchrun's SIGTERM) after its traceback, before its record: the file is still it
+    failure = diagnose(tmp_path, cfg, killed)
+    assert failure["error_kind"] == "killed" and failure["rank"] == 1
+    assert failure["error_file"] == "failures/0001-w2-mlp-tiny-stock/rank0.traceback.txt"
+    assert "Connection reset by peer" in (tmp_path / failure["error_file"]).read_text()
+    assert failure["error"] == ("rank 1 killed by SIGKILL (exit code -9) (its traceback file is rank 0's, whose "
+                                "collective it broke)")  # fmt: skip
+
+
 # What a rank printed before it aborted, from a MoE model's run under fsdp (its ranks routed tokens to different
 # experts, so their reduce-scatters' sizes differed), with rank 0's echo after it.
 GLOO_ABORT = (

@@ -224,7 +224,7 @@ CONFIGS = Table(
         C("status", STR, "", "`ok`, `failed` or `skipped`"),
         C("error", STR, "", "failed: the error's last line, naming the rank; skipped: the reason"),
         C("error_kind", STR, "", "why a failed row failed: `exception` (a Python exception), `oom` (an allocation refused: CUDA's out-of-memory, the CPU allocator's), `killed` (a rank died without an exception: a signal, a hard exit), `timeout` (no progress for `--timeout` seconds; `error` names the ranks that did not respond and where the others wait), `launch` (the launch never started a configuration); null otherwise"),
-        C("error_file", STR, "", "the failing rank's full traceback, relative to the run folder (`failures/<id>/rank<N>.traceback.txt`)"),
+        C("error_file", STR, "", "the failing rank's full traceback, relative to the run folder (`failures/<id>/rank<N>.traceback.txt`); a rank killed without one (`killed`: SIGKILL), the traceback of the first peer whose collective its death broke, which `error` names"),
         IMPL,
         C("impl_options", OPTIONS, "", "the strategy's options: option name → its value as a JSON literal (`25.0`, `true`, `\"fp16\"`); ddpbench's reader returns them as one canonical JSON text"),
         *ROLES,
