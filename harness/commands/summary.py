@@ -112,6 +112,7 @@ def write_summary(plan, wall_s: float, *, complete: bool) -> dict[str, Any]:
     ran_now = {c.config_id for c in plan.configurations}  # a resumed session counts only what it ran
     step_s = stats.training_seconds(steps[steps["config_id"].isin(ran_now)])
     before = earlier_sessions(plan.run)
+    launched = configs["config_id"].isin(ran_now) & configs["status"].ne("skipped")
     # where the wall time went, phase by phase, the steps among them: no fixed cost (named so before 2026-12-05)
     # other: the launcher between launches, polling, the last read
     session = {**plan.phases_s, "other": max(0.0, wall_s - sum(plan.phases_s.values()))}
@@ -131,7 +132,9 @@ def write_summary(plan, wall_s: float, *, complete: bool) -> dict[str, Any]:
             "training_step_s": step_s,
             "phases_s": session,
             # what this session launched: a configuration skipped on this device launches nothing
-            "launched": int(configs[configs["config_id"].isin(ran_now)]["status"].ne("skipped").sum()),
+            "launched": int(launched.sum()),
+            # of them, first repeats (what parity and the profiles are paid for): this session's, as `launched` is
+            "first_repeats": int((launched & configs["repeat"].fillna(0).eq(0)).sum()),
             "launches": len(plan.launches),  # torchrun launches, retries included
         },
     }

@@ -16,8 +16,9 @@ of those, the runs of a workload and size planned where there are any (building 
 A summary from before summary.json counted launches (2026-12-06) gives them from its run.json's configurations, one
 launch per repeat, world size and parameter-server rank, where the run had one session (no retry counted), and
 its launcher's phases named since (launch plan, row writer, pairing, verdicts) within `other`, paid once; one that
-kept no split of its time counts no more. A run of several sessions (resumed) is split without first repeats or
-rounds: its rows do not say which of its first repeats the latest session ran.
+kept no split of its time counts no more. A session's first repeats are its summary's (`first_repeats`); a run of
+several sessions whose summary predates them (or rounds, always) is split without them: its rows do not say which of
+its first repeats the latest session ran.
 """
 
 from __future__ import annotations
@@ -187,13 +188,17 @@ def _latest_session(run: Path, meta: dict) -> _Session | None:
         wall = float(session["wall_s"])
         configurations = int(session.get("launched") or summary["configurations"])
         launches = session.get("launches")
-        one_session = summary.get("sessions", 1) == 1
+        # a resume after a session that wrote no summary (killed outright) counts 1 there: run.json lists both
+        one_session = summary.get("sessions", 1) == 1 and len(meta.get("sessions") or []) <= 1
         if launches is None and one_session:
             launches = _launches_planned(meta)
         launches = int(launches or 0)
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
-    firsts = _first_repeats(run) if one_session else None
+    # the session's own first repeats, as `launched` counts its configurations: the run's rows counted every
+    # session's ("1 configuration at 0.21 s and 0.12 s more for each of their 2 first repeats"); a summary from
+    # before it recorded them leaves the rows to say, where it was the run's only session
+    firsts = session.get("first_repeats", _first_repeats(run) if one_session else None)
     rounds = 1 + len(meta.get("look_sizes") or []) if one_session else None  # a look at each round's end
     return _Session(phases, wall, launches, configurations, firsts, rounds)
 

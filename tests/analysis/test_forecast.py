@@ -454,6 +454,28 @@ def test_a_runs_fixed_cost_splits_parity_over_its_first_repeats_and_verdicts_ove
     assert (found.launch_s, found.once_s) == (pytest.approx(8 / 3), pytest.approx(100 - 40 - 8 - 12 - 18 - 6))
 
 
+def test_a_sessions_first_repeats_are_its_own_and_the_split_says_runs_of_configurations(results):
+    """A resume after a session killed outright (no summary.json: this one counts 1 session) said "1 configuration at
+    0.21 s and 0.12 s more for each of their 2 first repeats": its configurations were its own, its first repeats
+    every session's rows'."""
+    from harness.commands.console import fixed_cost_parts
+    from harness.handoff.fixed_cost import Measured, measured, session_split
+    from harness.results import store
+
+    run = earlier_run(results, "resumed", started="2026-12-05T00:00:00+00:00", launched=3, launches=1)
+    meta = {**store.read_run_meta(run), "sessions": [{"command": ["bench"]}, {"command": ["bench", "--resume"]}]}
+    assert measured(run, meta).first_s == 0.0  # its 6 rows' first repeats are not this session's 3
+    store.write_json(run / "summary.json", summary(launched=3, launches=1, first_repeats=3))
+    assert measured(run, meta).first_s == pytest.approx(18 / 3)  # its own: parity over its 3
+    assert session_split(run)[1].firsts == 3
+    cost = Measured("r", once_s=5.0, launch_s=1.5, configuration_s=0.09, first_s=0.018)
+    assert fixed_cost_parts(cost, Shape(5, 5, 5)) == "5 launches at 1.5 s, 5 configurations at 0.11 s, 5 s once"
+    assert fixed_cost_parts(cost, Shape(10, 10, 5)) == (
+        "10 launches at 1.5 s, 10 configuration runs at 0.09 s (0.018 s more for the first run of each of 5 "
+        "configurations: parity, model info, gradient profile), 5 s once"
+    )
+
+
 def test_each_models_flops_are_counted_once_and_again_only_where_their_key_changes(results, capsys, slow_cpu,
                                                                                    tmp_path, monkeypatch):  # fmt: skip
     """The FLOPs floor's count (5-6 s of a dry run here, torch's compiler imported for it) is kept in the user's cache

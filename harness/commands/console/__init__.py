@@ -14,6 +14,7 @@ from harness.commands.console.invoked import resume_hint as resume_hint  # conso
 from harness.results.invocation import retry_words as retry_words  # console.retry_words
 from harness.results.values import (
     configuration_label,
+    counted,
     failed_parity_words,
     judging_repeat_in,
     message_words,
@@ -260,18 +261,20 @@ def fixed_cost_split(wall_s: float, seconds: dict[str, float], *, run, step_s: f
 
 def fixed_cost_parts(measured, shape) -> str:
     """'2 launches at 1.6 s, 6 configurations at 0.13 s, 3.6 s once': a fixed cost split (handoff.fixed_cost's
-    Measured) over a run's `shape` (its Shape): a first repeat's more said apart where not every configuration is
-    one, a round of verdicts' within once."""
-    each, first = measured.configuration_s, ""
+    Measured) over a run's `shape` (its Shape): where not every configuration run is a first repeat, the runs
+    ('12 configuration runs at 0.1 s (0.3 s more for the first run of each of 6 configurations: …)'), a round of
+    verdicts' within once. It once said '5 configurations at 0.09 s and 0.018 s more for each of their 10 first
+    repeats' of 5 run once, the first repeats counted over the run's every session."""
+    each, first, runs = measured.configuration_s, "", counted(shape.configurations, "configuration")
     if shape.firsts == shape.configurations:  # every one a first repeat: one cost a configuration
         each += measured.first_s
-    elif shape.firsts and measured.first_s:
-        first = (f" and {measured.first_s:.2g} s more for each of their {shape.firsts} first repeats (parity, "
-                 "model info, gradient profile)")  # fmt: skip
+    elif shape.firsts and measured.first_s:  # runs of configurations, the first of each paying more
+        runs = counted(shape.configurations, "configuration run")
+        of = f"{'each of ' * (shape.firsts > 1)}{counted(shape.firsts, 'configuration')}"
+        first = f" ({measured.first_s:.2g} s more for the first run of {of}: parity, model info, gradient profile)"
     once = measured.once_s + shape.rounds * measured.round_s
     return (f"{shape.launches} launch{'es' * (shape.launches != 1)} at {measured.launch_s:.2g} s, "
-            f"{shape.configurations} configuration{'s' * (shape.configurations != 1)} at {each:.2g} s{first}, "
-            f"{once:.2g} s once")  # fmt: skip
+            f"{runs} at {each:.2g} s{first}, {once:.2g} s once")  # fmt: skip
 
 
 def saved_text(statuses: list[str], total: int) -> str:
