@@ -319,12 +319,16 @@ def step(rank, index, step_ms, waiting_ms, *, warmup=False):
 
 def test_each_step_is_seen_from_the_rank_that_waited_most():
     """A straggler's cost shows as the others' wait: rank 0 waited in step 1, rank 1 in step 2; with no
-    wait anywhere (step 3) the slowest rank's row; warm-up steps are left out."""
+    wait anywhere (step 3, and every step of the baseline, whose ranks never wait) the fastest rank's row, the
+    one that would have waited, as a synchronising strategy's waiting rank is its fastest; warm-up steps are
+    left out."""
     steps = [step(0, 0, 30.0, 9.0, warmup=True), step(1, 0, 31.0, 0.0, warmup=True),
              step(0, 1, 20.0, 6.0), step(1, 1, 20.5, 0.0),
              step(0, 2, 21.0, 0.0), step(1, 2, 20.0, 4.0),
              step(0, 3, 20.0, 0.0), step(1, 3, 20.2, 0.0)]  # fmt: skip
-    assert [(r["step"], r["rank"]) for r in gap.waiting_view(steps)] == [(1, 0), (2, 1), (3, 1)]
+    assert [(r["step"], r["rank"]) for r in gap.waiting_view(steps)] == [(1, 0), (2, 1), (3, 0)]
+    baseline = [step(0, 1, 300.0, 0.0), step(1, 1, 200.0, 0.0), step(0, 2, 210.0, 0.0), step(1, 2, 290.0, 0.0)]
+    assert [r["step_ms"] for r in gap.waiting_view(baseline)] == [200.0, 210.0]  # not its slowest: 300, 290
 
 
 def test_the_slow_rank_is_said_once_in_the_sentence_or_on_its_own_line():
