@@ -190,6 +190,15 @@ def _chance_of(last: int, steps: int, each: float) -> float:
     return sum(math.comb(steps, k) * each**k * (1 - each) ** (steps - k) for k in range(last, steps + 1))
 
 
+UNTOLD_NEXT = (
+    ": a quieter machine would tell (on a busy one, ranks that wait in collectives get the cores back sooner than"
+    " the baseline's, which never wait), with 5 repeats or more (--repeats 5: each launch starts one configuration"
+    " further along, and this sentence speaks of the median launch)"
+)
+"""What would tell the cost of a configuration faster than the baseline though it communicates (`why.sentence`,
+`offset_line`): one launch a configuration on a busy CPU read bucketed's step 0.53-1.56x local's (mlp/small, 2
+ranks, load 7-16, 24 launches), and the geometric mean of 4 repeats 0.93-1.10x."""
+
 GAP_PARTS = ("gap_exposed_comm_ms", "gap_waiting_ms", "gap_slower_compute_ms", "gap_rest_ms", "gap_residual_ms")
 
 

@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from harness.analysis import gap, roles, stats
-from harness.analysis.gap import SMALL_PART
+from harness.analysis.gap import SMALL_PART, UNTOLD_NEXT
 from harness.analysis.stats import CONFIDENCE
 from harness.results.values import counted
 
@@ -101,7 +101,7 @@ def sentence(
             return (f"{head} runs {pace} {roles.baseline_name()} ({step / local:.2f}× its mean step), though "
                     f"{exposed:.1f} ms a step is exposed communication (waiting for the slowest rank included): its "
                     f"other parts ran {exposed - gap:.1f} ms faster than {roles.baseline_name()}'s, so these two "
-                    "launches cannot tell what data parallelism costs it")  # fmt: skip
+                    f"launches cannot tell what data parallelism costs it{UNTOLD_NEXT}")  # fmt: skip
         return f"{head} runs {pace} {roles.baseline_name()} ({step / local:.2f}×): data parallelism costs it " \
                "nothing measurable here"  # fmt: skip
     # Shares only of a whole they add up to: with any part negative (compute faster), the others' pass 100 %.

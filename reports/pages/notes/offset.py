@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from harness.analysis import roles, why
+from harness.analysis import gap, roles, why
 from harness.results.values import configuration_label
 
 
@@ -32,7 +32,7 @@ def offset_line(rows: list[pd.Series], *, named: bool = False) -> str:
     return (
         f"{whose}{listed} at {'/'.join(map(str, worlds))} ranks run at {_range(ratios, '×')} {local}'s mean step, "
         f"though {ms} ms a step is exposed communication (waiting for the slowest rank included): their other parts "
-        f"ran faster than {local}'s, so these launches cannot tell what data parallelism costs them"
+        f"ran faster than {local}'s, so these launches cannot tell what data parallelism costs them{gap.UNTOLD_NEXT}"
     )
 
 
