@@ -38,16 +38,20 @@ def bench_smaller(name: str, options: dict, *, yours: bool, optimizer: str | Non
     """How to bench a model whose full size outgrows this machine: the bench command, at a size that fits and steps
     briefly here, then the predict that counts the one to train from its run (None where no command was found). A
     zoo's or registered model at the largest size that does, its own batch and sequence, the options given to `list`
-    (but task) left to predict --train-wopt; a file of yours (--size scales nothing) with its whole-number options
-    halved until it does. A user's 1.1B config.json was told "bench it at --size small", with no command, and benched
-    it at the sequence it trains at, 2048: 12 minutes, its first configuration unfinished. The optimizer you train
-    with, where known (predict's), is on the bench's line, else one to choose (an Adam user copying it got SGD's
-    memory, and predict counts the run's optimizer). `cluster`: predict's --cluster (and --nodes) as given there,
+    (but task) left to predict --train-wopt (an hf model's widths given: at small in their shape, `shape_kept`); a
+    file of yours (--size scales nothing) with its whole-number options halved until it does. A user's 1.1B
+    config.json was told "bench it at --size small", with no command, and benched it at the sequence it trains at,
+    2048: 12 minutes, its first configuration unfinished. The optimizer you train with, where known (predict's), is
+    on the bench's line, else one to choose (an Adam user copying it got SGD's memory, and predict counts the run's
+    optimizer). `cluster`: predict's --cluster (and --nodes) as given there,
     carried into the predict said (it once said dgx-h100 to a user who had asked of dgx-a100-40gb)."""
     from harness.commands.console.invoked import ddpbench_command
 
+    shaped = None if yours else shape_kept(name, options)  # an hf model's widths given: smaller, of its shape
     if yours:
         kept, sizes = _halved_to_fit(name, options), ("full",)
+    elif shaped:
+        kept, sizes = shaped, ("small",)
     else:
         kept, sizes = {key: value for key, value in options.items() if key == "task"}, ("small", "tiny")
     size = next((size for size in sizes if kept is not None and _short(name, size, kept)), None)
@@ -61,6 +65,7 @@ def bench_smaller(name: str, options: dict, *, yours: bool, optimizer: str | Non
 
     workload = workloads.create(name, size=size, options=kept)
     program, train = ddpbench_command(), {key: value for key, value in options.items() if kept.get(key) != value}
+    train.update(_own_widths(name, options, kept) if shaped else {})  # hf:llama's 16 key/value heads, halved too
     wopts = "".join(f" --wopt {key}={value}" for key, value in kept.items())
     trains = "".join(f" --train-wopt {key}={value}" for key, value in train.items())
     seq = "seq_len" not in train and _takes(name, "seq_len", getattr(workload, "seq", None))
@@ -68,6 +73,8 @@ def bench_smaller(name: str, options: dict, *, yours: bool, optimizer: str | Non
     bench = (f" ({human_count(parameter_count(name, size, kept))} parameters{input_text(workload)}): {program} "
              f"bench --workloads {name}{'' if yours else f' --size {size}'}{wopts} --batch-size "
              f"{workload.default_batch_size()}")  # fmt: skip
+    if shaped:  # the widths given halved together: what is kept said, as --size alone would keep the widths given
+        bench = bench.replace(f"{input_text(workload)})", f"{input_text(workload)}; {_shape_words(options, kept)})", 1)
     if whole:
         kin = _registered_kin(name)
         bench = (", in its input alone (--size sets only the input and classes; the architecture is whole at every "
@@ -77,6 +84,72 @@ def bench_smaller(name: str, options: dict, *, yours: bool, optimizer: str | Non
     predict = f"{program} predict --run RUN --cluster {cluster}{trains}" + (" --train-wopt seq_len=N" if seq else "")
     return bench, (f"{predict} predicts the model you train" + (", at the sequence N you train at," if seq else "")
                    + " from that run (docs/your-model.md)")  # fmt: skip
+
+
+WIDTHS = ("layers", "hidden", "heads", "intermediate")
+"""The standard fields of an hf configuration (workloads._zoo.hf.FIELDS) that --size scales, unless a --wopt sets
+them: then as given at every size."""
+
+
+def _full_widths(name: str, options: dict) -> tuple[dict, dict, dict]:
+    """(an hf model's WIDTHS at full with `options`, by its configuration's own names (gpt2's n_layer), those it
+    counts; its attribute_map; its vocabulary, {"vocab_size": 50257}); empty for any other workload, or no options."""
+    import workloads
+    from workloads._zoo.hf import FIELDS
+    from workloads._zoo.hf_heads import is_count
+
+    if not options or workloads.resolve(name).kind != "hf":  # none given: no configuration built (list's cache)
+        return {}, {}, {}
+    config = workloads.create(name, size="full", options=options).settings
+    aliases = getattr(config, "attribute_map", {})
+    own = dict.fromkeys(aliases.get(field, field) for standard in WIDTHS for field in FIELDS[standard])
+    widths = {field: getattr(config, field) for field in own if field in vars(config)}
+    vocab = {field: getattr(config, field) for field in [aliases.get("vocab_size", "vocab_size")]}
+    return ({key: value for key, value in widths.items() if is_count(value)}, aliases,
+            {key: value for key, value in vocab.items() if is_count(value)})  # fmt: skip
+
+
+def widths_given(name: str, options: dict) -> list[str]:
+    """The --wopt given that set an hf model's width, depth or heads (WIDTHS), which --size then scales no more at
+    any size: hf:gpt2 --wopt n_layer=24 --wopt n_embd=2048 --wopt n_head=16 is 1.2B at tiny, 1.3B at full."""
+    widths, aliases, _ = _full_widths(name, options)
+    return [key for key in options if aliases.get(key, key) in widths]
+
+
+def shape_kept(name: str, options: dict, *, most: int = 10) -> dict | None:
+    """`options` with the hf model's widths (its WIDTHS at full: those given, its own the rest) halved together until
+    it is `_short` at --size small, its vocabulary the full's: the model's kind kept (its layers to heads, a head's
+    width, its MLP's ratio, its vocabulary) at smaller widths. None where no width is given (--size scales it), or
+    a width would be halved to an odd count first. A 1.3B gpt2's widths, given, were benched as gpt2's own small."""
+    widths, aliases, vocab = _full_widths(name, options)
+    given = {aliases.get(key, key): key for key in options}  # the user's names for them, where given
+    if not set(given) & set(widths):
+        return None
+    halved = {given.get(field, field): value for field, value in widths.items()}
+    for _ in range(most):
+        if any(value % 2 for value in halved.values()):
+            return None
+        halved = {key: value // 2 for key, value in halved.items()}
+        kept = {**options, **halved, **{key: value for key, value in vocab.items() if key not in given}}
+        if _short(name, "small", kept):
+            return kept
+    return None
+
+
+def _own_widths(name: str, options: dict, kept: dict) -> dict:
+    """The model's own widths at full that `shape_kept` halved though not given (hf:llama's num_key_value_heads,
+    which follow its heads): predict --train-wopt restores them, else the model it counts keeps the bench's."""
+    widths, aliases, _ = _full_widths(name, options)
+    return {
+        key: widths[aliases.get(key, key)] for key in kept if key not in options and aliases.get(key, key) in widths
+    }
+
+
+def _shape_words(options: dict, kept: dict) -> str:
+    """'its widths ÷8, its shape kept: layers to heads, a head's width, its vocabulary': how `shape_kept`'s options
+    stand to those given."""
+    ratio = next(options[key] // kept[key] for key in options if kept.get(key) != options[key])
+    return f"its widths ÷{ratio}, its shape kept: layers to heads, a head's width, its vocabulary"
 
 
 def _whole_at_every_size(name: str, options: dict) -> bool:

@@ -15,6 +15,7 @@ from harness.commands.fits_here import (
     input_text,
     parameter_count,
     too_large_here,
+    widths_given,
 )
 from harness.protocols import SIZES
 
@@ -204,6 +205,9 @@ def _describe_workload(name: str, counts: dict, options: dict, inputs: dict | No
             console.say(f"  {size:<6} unavailable ({count})")
         else:  # a file of yours: one model, whatever --size
             _say_count("" if yours else f"{size:<6} ", count, inputs.get(size, ""))
+    if not one and (fixed := widths_given(name, options)):  # hf:gpt2 --wopt n_layer=24 was 1.2B at tiny
+        console.say(f"  --wopt {', '.join(fixed)} override --size's widths: every size has them as given, --size "
+                    "scaling only the rest (vocabulary, sequence): no size is a smaller model")  # fmt: skip
     if registered:
         for option in workloads.REGISTRY.entry(name).options().values():
             if option.name != "size":

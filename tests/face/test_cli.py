@@ -292,8 +292,13 @@ def test_list_counts_the_model_a_user_will_train_with_its_options(capsys, monkey
         "at full, 1.3B parameters, more than the 20.0M a CPU steps through briefly (bench --dry-run says how long)"
         in out
     )
-    assert "bench --workloads hf:llama --size small --batch-size " in out
-    assert "predict --run RUN --cluster dgx-h100 --train-wopt hidden_size=2048 --train-wopt num_hidden_layers=24" in out
+    # its widths halved together, its own key/value heads too, which predict then restores (as it counts them)
+    assert "bench --workloads hf:llama --size small --wopt hidden_size=256 --wopt num_hidden_layers=3 --wopt " \
+           "num_attention_heads=2 --wopt intermediate_size=688 --wopt num_key_value_heads=2 --wopt vocab_size=32000 " \
+           "--batch-size 2" in out  # fmt: skip
+    assert "predict --run RUN --cluster dgx-h100 --train-wopt hidden_size=2048 --train-wopt num_hidden_layers=24 " \
+           "--train-wopt num_attention_heads=16 --train-wopt intermediate_size=5504 " \
+           "--train-wopt num_key_value_heads=16 --train-wopt seq_len=N" in out  # fmt: skip
 
 
 def test_list_says_a_model_its_options_fix_at_every_size_once(capsys):
@@ -476,6 +481,32 @@ def test_list_gives_a_config_too_large_here_the_bench_at_a_size_that_fits_and_th
         f"{bench}--wopt task=causal_lm --batch-size 2{ADAM}\n  then {program} predict --run RUN --cluster dgx-h100 "
         "--train-wopt seq_len=2048 predicts the model you train from that run (docs/your-model.md)\n"
     ) in capsys.readouterr().out
+
+
+def test_list_says_widths_given_override_the_sizes_and_benches_them_smaller_in_their_shape(capsys, monkeypatch):
+    """An LLM user's 1.3B widths (hf:gpt2 --wopt n_layer=24 --wopt n_embd=2048 --wopt n_head=16) read 1.2B at tiny
+    and small, and list's bench it smaller was gpt2's own small (4.2M, vocabulary 4,096): the widths given halved
+    together, at the model's vocabulary, then predict --train-wopt counting the widths given."""
+    import torch
+
+    from harness.commands.console.invoked import ddpbench_command
+    from harness.commands.fits_here import shape_kept
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    program, wopts = ddpbench_command(), ["--wopt", "n_layer=8", "--wopt", "n_embd=512", "--wopt", "n_head=8"]
+    assert cli.main(["list", "hf:gpt2", *wopts]) == 0  # 51.5M: beyond the parameters list benches on a CPU
+    out = capsys.readouterr().out
+    assert "  --wopt n_layer, n_embd, n_head override --size's widths: every size has them as given, --size scaling " \
+           "only the rest (vocabulary, sequence): no size is a smaller model\n" in out  # fmt: skip
+    assert (
+        "bench it smaller (16.1M parameters, sequence 128; its widths ÷2, its shape kept: layers to heads, a head's "
+        f"width, its vocabulary): {program} bench --workloads hf:gpt2 --size small --wopt n_layer=4 --wopt n_embd=256 "
+        f"--wopt n_head=4 --wopt vocab_size=50257 --batch-size 2{ADAM}\n  then {program} predict --run RUN --cluster "
+        "dgx-h100 --train-wopt n_layer=8 --train-wopt n_embd=512 --train-wopt n_head=8 --train-wopt seq_len=N " in out
+    )
+    assert cli.main(["list", "hf:gpt2", "--wopt", "seq_len=64"]) == 0  # no width given: --size scales them
+    assert "override --size's widths" not in capsys.readouterr().out
+    assert shape_kept("hf:gpt2", {"n_layer": 3, "n_embd": 2048, "n_head": 16}) is None  # 3 layers: no half of 3
 
 
 def test_the_model_sizes_the_docs_quote_are_what_list_counts():
