@@ -520,3 +520,19 @@ def test_a_gpu_count_that_fits_no_node_is_refused_before_a_workload_is_profiled(
     monkeypatch.setattr(command, "_fresh_setup", lambda *a, **k: pytest.fail("profiled before the refusal"))
     assert cli.main(["predict", "--workload", "mlp", "--size", "tiny", "--gpus", "12", "--cluster", "dgx-h100"]) == 2
     assert "--gpus 12: it does not fit dgx-h100's nodes of 8 GPUs" in capsys.readouterr().err
+
+
+def test_fsdp_bf16_what_if_counts_the_gathers_and_the_unsharded_blocks_at_half_their_parameters_bytes():
+    """predict priced FSDP2 at fp32 (a CPU runs no bf16 FSDP) and said bf16 "would halve their bytes", with no figure:
+    the model's counts give it. 8 GiB of parameters, 2 of them the root's, the largest block 1 GiB: the gathers
+    assemble 6 × 2 + 2 = 14 GiB a step; held unsharded, the root and the block twice (4 GiB) and their gradients, the
+    block's reduce-scatter input beside them (4 GiB), 8 GiB, at bf16 2 + 1.5 + 1 (fp32, its reduce_dtype)."""
+    from harness.commands.console.predict.full_size import fsdp_bf16_words
+
+    gib = 2**30
+    full = {"param_bytes": 8 * gib, "root_param_bytes": 2 * gib, "root_grad_bytes": 2 * gib,
+            "largest_block_bytes": gib, "largest_block_grad_bytes": gib}  # fmt: skip
+    said = fsdp_bf16_words(full)
+    assert "its all-gathers would assemble 7.0 GiB a step, not 14.0 GiB" in said
+    assert "a rank would hold 4.5 GiB unsharded at its peak, not 8.0 GiB" in said
+    assert "counted from the model, not measured" in said

@@ -244,6 +244,16 @@ def test_a_setup_the_run_did_not_measure_is_refused_with_the_bench_that_would(tm
     assert cli.main(flags) == 0  # (this golden run kept no held state: its memory is checked with small_run's)
     rows = pd.read_csv(tmp_path / "at64.csv")  # the rows answer for batch 64, and say the run measured 8
     assert set(rows["batch_size"]) == {64} and set(rows["run_batch_size"]) == {8}
+    capsys.readouterr()
+    # a CPU's run without the step: estimated from the model's FLOPs at batch 64, the command to give it said
+    assert cli.main(flags[:-4]) == 0
+    said = capsys.readouterr().out.splitlines()
+    estimate = next(line for line in said if "an estimate to start from" in line)
+    # FSDP2's gathers priced at fp32 (a CPU runs no bf16 FSDP): their bytes at bf16 counted, said so
+    assert any(line.startswith("ddpbench predict: what-if FSDP2 --opt param_dtype=bf16 (counted from the model, not "
+                               "measured: bench runs FSDP at bf16 on CUDA only") for line in said)  # fmt: skip
+    assert "(64 samples a GPU, counted on the meta device)" in estimate
+    assert " --cluster dgx-h100 --batch-size 64 --nodes 1 --local-step-ms " in estimate
 
 
 def test_a_run_with_nothing_measured_ok_is_said_so_not_blamed_on_flags_never_given(tmp_path, capsys):

@@ -305,6 +305,7 @@ def run_steps(args: argparse.Namespace, chosen, profile, caps: list[float], *, d
         args.optimizer_share = steps.collectives_answer(chosen, rows, trained=trained is not None, profile=profile,
                                                         optimizer=(setup or {}).get("optimizer") or "sgd",
                                                         alone=alone, hooks=hooks)  # fmt: skip
+        full_size.fsdp_bf16_what_if(setup, configs, trained)  # FSDP2's gathers above at fp32: their bytes at bf16
         scaling.say_step_estimate(args, configs, setup, chosen, trained, profile)  # a runnable step, an estimate
         return out
     before = own_source in ("left out", "not measured")  # the steps lack DDP's own cost: said, not hidden
@@ -359,6 +360,7 @@ def run_steps(args: argparse.Namespace, chosen, profile, caps: list[float], *, d
     fsdp_note = full_size.fsdp_own_note(sharded)  # the console's words; the page's in full
     fsdp_caveat = joined(*caveat, fsdp_floor, *cpu_split("FSDP2"), fsdp_note, fsdp_failed)
     full_size.fsdp_answer(rows, whose=whose, small=small, caveat=fsdp_caveat)
+    full_size.fsdp_bf16_what_if(setup, configs, trained)  # its bytes at bf16, counted: a CPU runs FSDP in fp32
     if state is not None:  # the two halves joined: the fastest of the strategies that fit (floors in its own words)
         asked = predict_input.memory_batch(args, setup) if setup else None
         step_batch = (asked or int(setup["batch_size"])) if setup else None

@@ -119,3 +119,39 @@ def fsdp_answer(frames: list[pd.DataFrame], *, whose: str, small: str, caveat: s
         f"{ranked.run_as(last, 'fsdp_full_size_scatter_algorithms')} {ms_text(last['fsdp_full_size_scatter_ms'])} ms, "
         f"one at a time{own}{ranked.fsdp_changes(rows)}"
         + (f" [{said}]" if said else ""))  # fmt: skip
+
+
+def fsdp_bf16_what_if(setup: dict | None, configs, trained: dict | None) -> None:
+    """What FSDP2's --opt param_dtype=bf16 would change, counted from the model you will train on the meta device and
+    said once as counted, not measured: bench offers it on CUDA only, so a CPU's run prices FSDP2's gathers and
+    unsharded blocks in fp32, and said only that bf16 "would halve their bytes", with no figure for it. Unsaid where
+    the run measured FSDP at bf16, or the model's blocks cannot be counted."""
+    from harness.commands.console import say_once
+    from harness.commands.predict.full_size import full_size_counts
+
+    options = configs["impl_options"].astype(str) if configs is not None and "impl_options" in configs else None
+    if setup is None or (options is not None and options.str.contains('"param_dtype": "bf16"').any()):
+        return
+    full = full_size_counts(setup, configs, options=trained)
+    if full and full.get("largest_block_bytes"):
+        say_once(f"ddpbench predict: {fsdp_bf16_words(full)}")
+
+
+def fsdp_bf16_words(full: dict) -> str:
+    """FSDP2's bytes a step at fp32 and at param_dtype=bf16 (reduce_dtype fp32, its default), from the model's counts
+    (modelinfo.counts_on_meta's): the parameters its all-gathers assemble (each block's twice, before its forward and
+    again before its backward, the root's once) and what it holds unsharded at its peak (memory.unsharded_mb)."""
+    from harness.commands.fits_here import human_bytes
+    from harness.perfmodel.memory import unsharded_mb
+
+    blocks = full["param_bytes"] - full["root_param_bytes"]
+    gathered = 2 * blocks + full["root_param_bytes"]
+    sizes = {key: float(full[key]) for key in ("param_bytes", "root_param_bytes", "root_grad_bytes",
+                                               "largest_block_bytes", "largest_block_grad_bytes")}  # fmt: skip
+    fp32, bf16 = (unsharded_mb(**sizes, kept=False, param_scale=scale) * 2**20 for scale in (1.0, 0.5))
+    return (f"what-if FSDP2 --opt param_dtype=bf16 (counted from the model, not measured: bench runs FSDP at bf16 "
+            f"on CUDA only, and this run has no such row): its all-gathers would assemble "
+            f"{human_bytes(gathered / 2)} a step, not {human_bytes(gathered)} (each block's parameters twice, the "
+            f"root's once), and a rank would hold {human_bytes(bf16)} unsharded at its peak, not {human_bytes(fp32)} "
+            "(the root and the largest block gathered, their gradients; reduce-scatters stay fp32, its reduce_dtype); "
+            "the gathers' time is priced at fp32 above")  # fmt: skip
