@@ -305,7 +305,7 @@ def _verdicts(config: BenchConfig, plan, *, repeat_s: float | None = None):
         where = shlex.join(["--run", plan.run.name, "--results", str(plan.run.parent)])
         command = f"`{invoked.ddpbench_command()} predict {where} --cluster NAME --local-step-ms MS`"
         console.say(f"ddpbench: on this CPU, {lead}: {optimizer_lead.GPU_ANSWER.format(command=command)}")
-    console.why_slower(*_why_lines(configs, confidence=confidence))
+    console.why_slower(*_why_lines(configs, confidence=confidence, command=config.command))
     console.drifting(_drift_lines(configs))
     return configs
 
@@ -327,9 +327,9 @@ def _drift_lines(configs) -> list[str]:
     return lines
 
 
-def _why_lines(configs, *, confidence: float) -> tuple[list[str], str]:
-    """The sentences of the configurations at the run's largest world size that have a measured gap, the
-    slow rank where one was found, and which strategies' gaps could not be taken apart, and why; their heading."""
+def _why_lines(configs, *, confidence: float, command: tuple[str, ...] = ()) -> tuple[list[str], str]:
+    """The sentences of the configurations at the run's largest world size that have a measured gap, the slow rank
+    where one was found, and which strategies' gaps could not be taken apart, why and what measures them; heading."""
     from harness.analysis import why
     from harness.config.ranks import available_cpus
     from reports.pages.notes.offset import said_once
@@ -344,7 +344,8 @@ def _why_lines(configs, *, confidence: float) -> tuple[list[str], str]:
     by_note: dict[str, list[str]] = {}  # stock and zero share DDP's reason, 330 characters: said once for both
     for impl, notes in untimed.groupby("impl")["comm_note"]:
         by_note.setdefault(notes.iloc[0], []).append(impl)
-    lines += [f"{', '.join(impls)}: not taken apart: {note}" for note, impls in by_note.items()]
+    lines += [f"{', '.join(impls)}: not taken apart: {rounds.with_timeline(note, command)}"
+              for note, impls in by_note.items()]  # fmt: skip
     return lines, why.heading(why.typical_repeats(largest))
 
 

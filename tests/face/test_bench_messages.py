@@ -238,6 +238,26 @@ def test_strategies_left_untaken_apart_for_one_reason_are_named_once_together():
     ]
 
 
+def test_a_gap_bucket_timeline_would_take_apart_is_said_with_the_runs_own_command_and_that_flag():
+    """'stock, zero: not taken apart: not measured … --bucket-timeline measures it' left the command to rebuild: the
+    run's own command with the flag, to paste (a new run: its --run-id is taken)."""
+    from harness.commands import bench
+    from harness.commands.console import invoked
+    from harness.results import store
+    from harness.results.values import UNHOOKED
+
+    configs = store.read_configs(PROJECT / "tests" / "data" / "cpu_run")
+    reason = f"not measured: timing DDP's buckets costs its step; {UNHOOKED}"
+    untimed = (configs["world_size"] == 2) & ~configs["baseline"].astype(bool)
+    same = configs.assign(gap_ms=float("nan"), comm_note=configs["comm_note"].where(~untimed, reason))
+    command = ("ddpbench", "bench", "--impls", "naive,stock", "--steps", "6", "--run-id", "r1")
+    lines = [line for line in bench._why_lines(same, confidence=0.95, command=command)[0] if "taken apart" in line]
+    assert lines == [
+        f"naive, stock: not taken apart: not measured: timing DDP's buckets costs its step; "
+        f"{invoked.ddpbench_command()} bench --impls naive,stock --steps 6 --bucket-timeline measures it"
+    ]
+
+
 def test_a_fault_set_is_said_at_the_start_and_marked_on_the_run_page_and_index(capsys, tmp_path, monkeypatch):
     """A DDPBENCH_FAULT left set in CI made B2's 'fsdp leads … 3.44× faster than stock' with stock held back on
     purpose, said only in the page's raw environment JSON: bench warns at its start, before any launch, and the run

@@ -276,6 +276,16 @@ def fresh_run_command(
     return f"{ddpbench_command()} {shlex.join([*words, *more])}"
 
 
+def with_timeline(note: str, command: tuple[str, ...]) -> str:
+    """A strategy's `comm_note` with its closing '--bucket-timeline measures it' as the run's own bench `command`
+    with that flag, to paste (the flag named alone left the rest of the command to rebuild); `note` as it is where
+    it does not end so or the command is not known."""
+    from harness.results.values import UNHOOKED
+
+    again = fresh_run_command(command, ("--bucket-timeline",)) if command else ""  # the run was without it
+    return f"{note.removesuffix(UNHOOKED)}{again} measures it" if again and note.endswith(UNHOOKED) else note
+
+
 def _at(command: tuple[str, ...], k: int) -> str:
     return command[k] if k < len(command) else ""
 
