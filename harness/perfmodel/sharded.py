@@ -81,6 +81,30 @@ def _algorithms(link, sent: list, world_size: int, prefix: str, op: str = "all_r
     return {f"{prefix}_algorithms": [words for words, _ in said], f"{prefix}_algorithm": [pair for _, pair in said]}
 
 
+ALIKE_BYTES = 0.05
+"""The most the full size's gradient bytes may differ from a profile's of as many tensors for the profile to stand for
+it: an all-reduce's time grows no faster than its bytes, so its communication differs by this share at most, the
+smallest change ddpbench counts (analysis.stats.DEFAULT_THRESHOLD). vit_b_16's tiny and full sizes differ by their
+head and position embedding alone, 1 % of 330 MiB, and were warned of as another model."""
+
+
+def alike_tensors(profile: Profile, params: Parameters | None) -> int:
+    """How many gradient tensors the profile and the full size's `params` both have, where they have as many and their
+    bytes differ (else no other size) by less than ALIKE_BYTES: the profile stands for the full size, its caps hold for
+    it and no floor of the full size's is set under its steps, on the console as on the what-if page; 0 where not."""
+    grads = getattr(profile, "grads", None)
+    if params is None or not grads or not params.grad_bytes or params.grad_bytes == profile.grad_bytes:
+        return 0
+    close = abs(params.grad_bytes - profile.grad_bytes) < ALIKE_BYTES * params.grad_bytes
+    return len(grads) if close and len(params.trained) == len(grads) else 0
+
+
+def floored_parameters(profile: Profile, params: Parameters | None) -> Parameters | None:
+    """The full size's `params` to set floors under the profile's steps with (with_full_size_floors); None where there
+    are none or the profile stands for them (alike_tensors)."""
+    return None if params is None or alike_tensors(profile, params) else params
+
+
 def with_full_size_floors(frame: pd.DataFrame, profile: Profile, params: Parameters, *, link, world_size: int,
                           fsdp_profile: Profile, fsdp_own_s: float = 0.0, zero_own_s: float = 0.0):  # fmt: skip
     """A cluster frame (DDP's steps per cap with ZeRO-1's and FSDP2's) with each step's floor for the full size's

@@ -4,6 +4,7 @@ lacks, a missing profile of a run made on another device, which of several setup
 
 from __future__ import annotations
 
+import html
 import re
 import shutil
 from pathlib import Path
@@ -147,6 +148,46 @@ def test_a_run_of_two_setups_says_which_it_predicts_and_the_flags_of_the_other(t
     assert cli.main(["predict", "--run", "cpu_run", "--results", str(tmp_path), *CLUSTER, "--batch-size", "16"]) == 0
     out = capsys.readouterr().out
     assert "workload setups" not in out and "mlp/tiny, batch 16 per rank" in out
+
+
+def _full_size_alike_to_the_profile(monkeypatch, run: Path) -> None:
+    """The full size counted on the meta device as the run's profile's tensors, each 3 % larger: as many tensors
+    within ALIKE_BYTES of its bytes (torchvision:resnet18/tiny's 62 tensors, 42.7 MiB, against 44.6 MiB)."""
+    from harness.commands.predict import full_size as predict_full_size
+
+    grads = pd.read_parquet(next((run / "gradprofile").glob("*.parquet"))).sort_values("param_index")
+    table = [[int(nbytes * 1.03) // 4 * 4, "float32", True, k // 2, name]
+             for k, (nbytes, name) in enumerate(zip(grads["bytes"], grads["param_name"], strict=True))]  # fmt: skip
+    real = predict_full_size._counted_on_meta.__wrapped__
+
+    def alike(*args):
+        return {**real(*args), "parameters": table, "grad_bytes": sum(row[0] for row in table)}
+
+    monkeypatch.setattr(predict_full_size, "_counted_on_meta", alike)
+
+
+def test_a_profile_that_stands_for_the_full_size_gives_one_answer_on_the_console_and_the_page(
+    tmp_path, capsys, monkeypatch
+):
+    """A vision lead's resnet152/tiny: the console dropped the full size's floors ('as many as the full size's: its
+    caps hold for it'), the page kept them ('stock at 25 MiB or fsdp 179.8–182.9' there, '≥179.9–182.9' here). One
+    rule (sharded.alike_tensors): the page has no floors either, says why, and gives the console's steps."""
+    run = _copy("bucket_sweep", tmp_path)  # a cap sweep, with cpu_run's profile of the same setup (mlp/tiny batch 8)
+    shutil.copytree(DATA / "cpu_run" / "gradprofile", run / "gradprofile")
+    _full_size_alike_to_the_profile(monkeypatch, run)
+    page = tmp_path / "page.html"
+    assert cli.main(["predict", "--run", "bucket_sweep", "--results", str(tmp_path), "--cluster", "dgx-h100",
+                     "--nodes", "1,2,4", "--local-step-ms", "180", "--page", str(page)]) == 0  # fmt: skip
+    out = capsys.readouterr().out
+    assert "as many as the full size's (0.00958 MiB): its caps hold for it" in out and " | " not in out
+    zero = re.search(r"and ZeRO-1 \(.*?\) at the caps above: w8 ([\d.]+) ms, w16 ([\d.]+) ms, w32 ([\d.]+) ms", out)
+    text = page.read_text()
+    table = text[text.rfind("<table", 0, at := text.index("<th>ZeRO-1 step ms")) : text.index("</table>", at)]
+    heads = re.findall(r"<th>(.*?)</th>", table)
+    rows = [dict(zip(heads, re.findall(r"<td>(.*?)</td>", row), strict=True)) for row in table.split("<tr")[2:]]
+    assert [row["ZeRO-1 step ms"] for row in rows] == list(zero.groups())  # the console's steps, not floors
+    assert not [head for head in heads if "full size" in head or "tiny size" in head]
+    assert "The full size's gradients, 0.00958 MiB, are as many tensors: the profile's caps hold" in html.unescape(text)
 
 
 def test_a_setup_told_apart_by_dtype_alone_has_no_flag_that_chooses_it():

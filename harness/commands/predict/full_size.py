@@ -167,16 +167,9 @@ def warn_not_whole_model(
     return True
 
 
-ALIKE_BYTES = 0.05
-"""The most the full size's gradient bytes may differ from a profile's of as many tensors for the profile to stand for
-it: an all-reduce's time grows no faster than its bytes, so its communication differs by this share at most, the
-smallest change ddpbench counts (analysis.stats.DEFAULT_THRESHOLD). vit_b_16's tiny and full sizes differ by their
-head and position embedding alone, 1 % of 330 MiB, and were warned of as another model."""
-
-
 def alike_words(setup: dict | None, profile, configs=None, *, options: dict | None = None) -> str:
     """', as many as the full size's (330 MiB): its caps hold for it' where a smaller size's profile stands for the
-    full size's gradients (_alike_tensors), for the profile's line; '' where not."""
+    full size's gradients (sharded.alike_tensors), for the profile's line; '' where not."""
     from harness.perfmodel.memory import mib_text
 
     if setup is None or (setup.get("size") == "full" and options is None):
@@ -189,15 +182,11 @@ def alike_words(setup: dict | None, profile, configs=None, *, options: dict | No
 
 
 def _alike_tensors(counts: dict, profile) -> int:
-    """How many gradient tensors the profile and the full size (`counts`) both have, where they have as many and
-    their bytes differ by less than ALIKE_BYTES; 0 where not."""
+    """sharded.alike_tensors of the full size's parameters in `counts`: one rule for the console and the page."""
     from harness.perfmodel.schedule import parameters_of
+    from harness.perfmodel.sharded import alike_tensors
 
-    whole, grads = counts.get("grad_bytes"), getattr(profile, "grads", None)
-    if not whole or not grads or not counts.get("parameters") or whole == profile.grad_bytes:
-        return 0
-    same = len(parameters_of(counts["parameters"]).trained) == len(grads)
-    return len(grads) if same and abs(whole - profile.grad_bytes) < ALIKE_BYTES * whole else 0
+    return alike_tensors(profile, parameters_of(counts["parameters"])) if counts.get("parameters") else 0
 
 
 def full_size_counts(setup: dict, configs=None, *, batch_size: int | None = None, options: dict | None = None):

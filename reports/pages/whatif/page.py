@@ -15,6 +15,7 @@ from harness.analysis.verdicts.sweep import given_cap
 from harness.perfmodel.clusters.cluster import Cluster
 from harness.perfmodel.clusters.nccl import ClusterLink
 from harness.perfmodel.measured import SETUP_DEFAULTS, ddp_own_cost_s
+from harness.perfmodel.memory import mib_text
 from harness.perfmodel.own_check import OwnCheck
 from harness.perfmodel.pick import ranked
 from harness.perfmodel.pick.compressed import benched_hooks
@@ -26,7 +27,7 @@ from harness.perfmodel.predict import (
     scaled_to_local_step,
 )
 from harness.perfmodel.schedule import Parameters, calibrate
-from harness.perfmodel.sharded import cluster_frame, with_full_size_floors
+from harness.perfmodel.sharded import cluster_frame, floored_parameters, with_full_size_floors
 from harness.perfmodel.sharding.own_costs import fsdp_for_cluster, zero_for_cluster
 from harness.results import store
 from harness.results.values import ms_text
@@ -65,7 +66,8 @@ def predicted_rows(profiles: pd.DataFrame, configs: pd.DataFrame, cluster: Clust
     the profile calibrated on the run's rows at one rank and scaled to `local_step_ms` (its optimizer's part
     `local_optimizer_ms`, `optimizer_from` in words; DDP's own cost `local_ddp_ms`) as `predict --cluster` does;
     `full_params(setup, the profile's gradient bytes)`: the full size's parameters where the profile is a smaller
-    size's, whose floors under each step the rows hold (sharded.with_full_size_floors); `batch_size`: --batch-size's;
+    size's, whose floors under each step the rows hold (sharded.with_full_size_floors) unless the profile stands for
+    them (sharded.floored_parameters, as predict's console); `batch_size`: --batch-size's;
     `worlds`: the GPU counts (default: world_sizes)."""
     caps = caps or priced_caps(configs)
     link, frames = ClusterLink(cluster), []
@@ -96,7 +98,10 @@ def predicted_rows(profiles: pd.DataFrame, configs: pd.DataFrame, cluster: Clust
                    "grad_mb": profile.grad_bytes / 2**20, "grad_tensors": len(profile.grads), "profiled_on": device,
                    "optimizer_share": calibrated.optimizer_s / (calibrated.local_step_s or 1.0),
                    **{f"setup_{key}": value for key, value in setup.items()}, "size": setup["size"]}  # fmt: skip
-        params = full_params(setup, profile.grad_bytes) if full_params else None
+        # the console's rule: a profile of as many tensors and nearly the bytes stands for the full size, no floors
+        full = full_params(setup, profile.grad_bytes) if full_params else None
+        params = floored_parameters(profile, full)
+        context["alike_full_size_mb"] = full.grad_bytes / 2**20 if full and not params else float("nan")
         for world in worlds or world_sizes(cluster):
             frame = cluster_frame(calibrated, caps=caps, link=link, world_size=world, zero_own=zero_own,
                                   fsdp_part=sharded)  # fmt: skip
@@ -344,6 +349,8 @@ def _calibration_note(row: pd.Series, meta: dict | None = None, *, ended: bool =
     sized = store.size_scales(meta or {}, {"workload": row.get("setup_workload")})  # a file of yours: never
     other = "" if row["size"] == "full" or not sized else (
         " A model of another size (the one you will train) has other buckets: bench it for its own page.")  # fmt: skip
+    if not pd.isna(alike := row.get("alike_full_size_mb", float("nan"))):  # the console's words (alike_words)
+        other = f" The full size's gradients, {mib_text(alike)}, are as many tensors: the profile's caps hold for it."
     if "full_size_mb" in row and not pd.isna(row["full_size_mb"]):
         other += (f" The table's last three columns are the least each step can take with the full size's "
                   f"parameters, {row['full_size_mb']:,.0f} MiB of gradients (counted on the meta device), on this "
