@@ -357,6 +357,9 @@ def scaled_words(scale: float | None = None, run_scale: float | None = None) -> 
 
 
 SCALED = scaled_words()
+ON_YOUR_STEP = "on your step"
+"""How an own cost scaled by scaled_words is said beside its figure: the scale's chain once, apart (a page said it
+twice in a sentence: '×0.00388 from the run's step to yours (… this ×0.00388 times the ×32.8 …)')."""
 
 
 def calibrate(profile: Profile, calibration: Calibration) -> Profile:

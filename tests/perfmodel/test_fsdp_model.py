@@ -227,8 +227,8 @@ def test_fsdps_own_cost_left_out_of_a_gpu_step_is_beyond_ddps_only_where_the_rep
     kwargs = {"setup": setup, "run_scale": 1.0, "carried": False}
     side = own_costs.fsdp_for_cluster(two_blocks(), Calibration(), configs=told, **kwargs)
     assert side.left_out_s == pytest.approx(10 * MS, rel=0.01)
-    assert side.note.endswith("its 10 ms beyond DDP's (20 ms) is 10 ms scaled ×1 from the run's step to yours, its "
-                              "step's long end (the choice weighs both)")  # fmt: skip
+    assert side.note.endswith("its 10 ms beyond DDP's (20 ms) is 10 ms on your step, its step's long end (the choice "
+                              "weighs both)")  # fmt: skip
     noisy = pd.DataFrame([*local, *fsdp_rows, *(_row("stock", 1, ms) for ms in (101.0, 140.0, 128.0))])
     # the compute ×3 on the profile, the run's own step ×1.5 on it: its own cost, the run's, ×2 (a walkthrough read
     # the profile's ×5.938 beside 17.2 → 84.7 ms, ×4.93 unsaid)
@@ -237,11 +237,16 @@ def test_fsdps_own_cost_left_out_of_a_gpu_step_is_beyond_ddps_only_where_the_rep
     )
     assert side.left_out_s == pytest.approx(60 * MS, rel=0.01) and side.scale == pytest.approx(2.0)
     untold = "DDP's own cost, 21.9 ms a step at one rank, not told from noise: none of it taken"
+    # a user read '33.2 ms beyond DDP's' where nothing of DDP's was taken; the scale's chain, said once apart (a page
+    # said it in each note, its ×2 twice in a sentence: '×2 … (… this ×2 times the ×1.5 …)')
     assert side.note.endswith(
-        f"all of it ({untold}) is 60 ms scaled ×2 from the run's step to yours (the profile's compute is scaled ×3: "
-        "this ×2 times the ×1.5 that first matched the profile to the run's own step), its step's long end (the "
-        "choice weighs both)"
-    )  # a user read '33.2 ms beyond DDP's' where nothing of DDP's was taken; a page's ×0.259 beside ×0.2441, unsaid
+        f"all of it ({untold}) is 60 ms on your step, its step's long end (the choice weighs both)"
+    )
+    from harness.perfmodel.schedule import scaled_words
+
+    assert scaled_words(side.scale, 1.5) == ("scaled ×2 from the run's step to yours (the profile's compute is scaled "
+                                             "×3: this ×2 times the ×1.5 that first matched the profile to the run's "
+                                             "own step)")  # fmt: skip
     from harness.commands.console.predict import scaling
     from harness.commands.console.predict.full_size import fsdp_own_note
 

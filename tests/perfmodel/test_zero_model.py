@@ -170,9 +170,7 @@ def test_zeros_own_cost_at_one_rank_is_added_at_every_world_size_and_a_cpus_left
     left = own_costs.zero_for_cluster(configs, setup, scaled, run_scale=1.0, carried=False)
     assert (left.added_s, left.left_out_s) == (0.0, pytest.approx(4 * MS, rel=0.01))
     assert "2 ms, a CPU's, no GPU's" in left.note  # its step a range: from none of it to this, the choice weighs both
-    assert left.note.endswith(
-        "4 ms scaled ×2 from the run's step to yours, its step's long end (the choice weighs both)"
-    )
+    assert left.note.endswith("4 ms on your step, its step's long end (the choice weighs both)")
 
 
 def test_zeros_own_cost_not_told_from_noise_bounds_its_step_from_0_and_is_said():

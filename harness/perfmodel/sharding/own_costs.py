@@ -11,7 +11,7 @@ from typing import NamedTuple
 
 from harness.analysis import roles, stats
 from harness.perfmodel import measured
-from harness.perfmodel.schedule import Profile, calibrate, scaled_words
+from harness.perfmodel.schedule import ON_YOUR_STEP, Profile, calibrate
 from harness.results.values import ms_text
 
 
@@ -42,11 +42,7 @@ def fsdp_for_cluster(raw: Profile, calibration, *, configs, setup, run_scale: fl
     noise = configs is not None and not measured.fsdp_own_cost_told(configs, setup)  # its steps there overlap
     if noise and (carried or not own_s):  # no figure to add: from 0 (a range, the choice weighs both ends), or 0
         said, scaled_s = f", {ms_text(own_s * 1e3)} ms," * bool(own_s), own_s * scaled
-        range_ = (
-            f"0 to {ms_text(scaled_s * 1e3)} ms {scaled_words(scaled, run_scale)}, its step's range"
-            if own_s
-            else "taken as 0"
-        )
+        range_ = f"0 to {ms_text(scaled_s * 1e3)} ms {ON_YOUR_STEP}, its step's range" if own_s else "taken as 0"
         return FsdpOwnCost(profile, None if own_s else 0.0, f"FSDP's own cost at one rank{said} not told from noise "
                           f"(--repeats 3 may tell it): {range_}", scaled_s, scaled, noise="the run's")  # fmt: skip
     if carried or not own_s:
@@ -63,7 +59,7 @@ def fsdp_for_cluster(raw: Profile, calibration, *, configs, setup, run_scale: fl
     note = (
         f"FSDP's own cost at one rank, {own} ms, a CPU's, no GPU's{', not told from noise' * noise}: {more}"
         f"{f' ({untold})' * bool(untold)} "
-        f"is {ms_text(beyond_s * 1e3)} ms {scaled_words(scaled, run_scale)}, its step's long end (the choice weighs "
+        f"is {ms_text(beyond_s * 1e3)} ms {ON_YOUR_STEP}, its step's long end (the choice weighs "
         "both)"
     )
     return FsdpOwnCost(profile, None, note, beyond_s, scaled, untold, told and ddp_s > 0, "a CPU's" * noise)
@@ -90,7 +86,7 @@ def zero_for_cluster(configs, setup: dict, calibration, *, run_scale: float, car
         return ZeroOwnCost(0.0, 0.0, "ZeRO's own cost at one rank taken as 0: its step there is no slower than DDP's")
     if not found[1]:  # above DDP's, but not told from noise: no figure to add, a range from 0
         said = (f"ZeRO's own cost at one rank beyond DDP's, {ms_text(own_s * 1e3)} ms, not told from noise "
-                f"(--repeats 3 may tell it): 0 to {ms_text(own_s * scale * 1e3)} ms {scaled_words(scale, run_scale)}, "
+                f"(--repeats 3 may tell it): 0 to {ms_text(own_s * scale * 1e3)} ms {ON_YOUR_STEP}, "
                 "its step's range")  # fmt: skip
         return ZeroOwnCost(0.0, own_s * scale, said, noise=True)
     if carried:
@@ -99,7 +95,7 @@ def zero_for_cluster(configs, setup: dict, calibration, *, run_scale: float, car
         0.0,
         own_s * scale,
         f"ZeRO's own cost at one rank beyond DDP's, {ms_text(own_s * 1e3)} ms, a CPU's, no GPU's: "
-        f"{ms_text(own_s * scale * 1e3)} ms {scaled_words(scale, run_scale)}, its step's long end (the choice weighs "
+        f"{ms_text(own_s * scale * 1e3)} ms {ON_YOUR_STEP}, its step's long end (the choice weighs "
         "both)",
     )
 

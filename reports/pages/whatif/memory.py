@@ -94,6 +94,9 @@ def choice_section(configs: pd.DataFrame, group: pd.DataFrame, cluster: Cluster,
     # Under the table, its caveats in sight and the same choice in words folded: per GPU count in full, it ran to
     # 700 words between the table and How sure, the table said again (a team lead's reading, gpt2 on dgx-h100).
     caveats = f'<p class="takeaway"><b>Caveats</b>: {esc(said)}.</p>' if said and rows else ""
+    if caveats and left_out and (chain := first.get("own_costs_scaling")):  # the caveats say "on your step" alone
+        caveats += (f'<details><summary>How an own cost is put on your step</summary><p class="takeaway">'
+                    f"{esc(chain)}.</p></details>")  # fmt: skip
     folded = (f'<details><summary>The choice in words, GPU count by GPU count</summary><p class="takeaway">'
               f"<b>The choice</b>: {esc(words)}.</p></details>")  # fmt: skip
     if not rows:  # no table: the words are the answer

@@ -26,7 +26,7 @@ from harness.perfmodel.predict import (
     run_calibration,
     scaled_to_local_step,
 )
-from harness.perfmodel.schedule import Parameters, calibrate
+from harness.perfmodel.schedule import Parameters, calibrate, scaled_words
 from harness.perfmodel.sharded import cluster_frame, floored_parameters, with_full_size_floors
 from harness.perfmodel.sharding.own_costs import fsdp_for_cluster, zero_for_cluster
 from harness.results import store
@@ -93,6 +93,7 @@ def predicted_rows(profiles: pd.DataFrame, configs: pd.DataFrame, cluster: Clust
                    "optimizer_given": local_optimizer_ms is not None, "optimizer_from": optimizer_from,
                    "optimizer_estimated": optimizer_from.startswith("estimated"),  # optimizer.py's words: a GPU's
                    "own_costs_left_out": "; ".join(note for note in (sharded.note, zero_own.note) if note),
+                   "own_costs_scaling": own_cost_scaling(calibration, run_scale),  # the caveats' "on your step"
                    "fsdp_own_over": steps_table.own_over(sharded), "fsdp_own_noise": sharded.noise,
                    "zero_own_noise": zero_own.noise, "own_cost_whose": "the run's" if carried else "a CPU's",
                    "grad_mb": profile.grad_bytes / 2**20, "grad_tensors": len(profile.grads), "profiled_on": device,
@@ -112,6 +113,14 @@ def predicted_rows(profiles: pd.DataFrame, configs: pd.DataFrame, cluster: Clust
                     full_size_mb=params.grad_bytes / 2**20)  # fmt: skip
             frames.append(frame.assign(world_size=world, nodes=link.nodes(world), **context))
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+def own_cost_scaling(calibration, run_scale: float) -> str:
+    """How the caveats' own costs, said "on your step", were scaled ('An own cost measured at one rank is scaled
+    ×0.00388 from the run's step to yours (…)': own_costs' scale, the compute's over the run's own), for a details
+    element under them."""
+    scale = calibration.compute_scale / run_scale if run_scale else 1.0
+    return f"An own cost measured at one rank is {scaled_words(scale, run_scale)}"
 
 
 def best_rows(rows: pd.DataFrame) -> pd.DataFrame:
