@@ -638,6 +638,8 @@ def test_a_sharding_strategy_with_nothing_to_shard_is_said_on_the_run_and_what_i
     assert alerts.nothing_to_shard(sgd) == [f"<b>Nothing to shard:</b> {pages_html.esc(said)}."]
     page = text(whatif_memory.memory_section(sgd, cluster.load("dgx-h100"), [8, 16]))
     assert said in page
+    # once a page: where the choice's caveats said it above, the memory section does not again (a page said it twice)
+    assert "shards only" not in text(whatif_memory.memory_section(sgd, cluster.load("dgx-h100"), [8], shards_said=True))
     adamw = pd.DataFrame([row(impl, world, "adamw", 20.0) for impl in ("stock", "zero") for world in (1, 2)])
     assert roles.shards_nothing_words(adamw) == "" and alerts.nothing_to_shard(adamw) == []
     assert "shards only" not in text(whatif_memory.memory_section(adamw, cluster.load("dgx-h100"), [8]))

@@ -108,11 +108,12 @@ MEMORY_SETUP = ["workload", "size", "batch_size", "dtype", "optimizer"]
 
 
 def memory_section(configs: pd.DataFrame, cluster: Cluster, worlds: list[int], *, size_note: str = "",
-                   batch_given: int | None = None) -> str:  # fmt: skip
+                   batch_given: int | None = None, shards_said: bool = False) -> str:  # fmt: skip
     """Model state per rank at the cluster's GPU counts, per setup and strategy the run measured at two world sizes
     or more (harness.perfmodel.memory: held(n) = whole + split / n, fitted to what its ranks held); `size_note`:
     what size the rows are of, where not the run's own (`predict`'s memory_rows); `batch_given`: predict's
-    --batch-size, where the page was asked for one (rows counted at it say nothing more of their batch)."""
+    --batch-size, where the page was asked for one (rows counted at it say nothing more of their batch);
+    `shards_said`: the page said above that a strategy here shards nothing (_nothing_to_shard), once a page."""
     state = state_per_rank(configs, worlds)
     if state.empty:
         return ""
@@ -137,7 +138,7 @@ def memory_section(configs: pd.DataFrame, cluster: Cluster, worlds: list[int], *
         parts += [f"<p class=takeaway><b>{esc(named)}:</b> {opening}At {worlds[-1]} GPUs each rank "
                   f"holds {esc(said)} of parameters, gradients and optimizer state"
                   f"{esc(_with_activations(most, worlds[-1]) + '.' + _fits(group, cluster, worlds))}"
-                  f"{esc(_nothing_to_shard(group))}</p>",
+                  f"{esc('' if shards_said else _nothing_to_shard(group))}</p>",
                   table(head, cells)]  # fmt: skip
     parts.append(f"<p class=caption>{esc(_memory_caption(state, size_note))}</p>")
     return "\n".join(parts)

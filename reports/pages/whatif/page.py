@@ -240,8 +240,10 @@ def whatif_page(meta: dict, configs: pd.DataFrame, profiles: pd.DataFrame, clust
     if counted:  # every setup's rows as predict counts them, with what size they are of
         rows = pd.concat([rows for rows, _ in counted.values()], ignore_index=True)
         size_note = "; ".join(dict.fromkeys(note for _, note in counted.values() if note))
+    unshared = roles.shards_nothing_words(configs)  # said once a page: the choice's caveats, where any, say it first
+    said_above = bool(unshared) and esc(unshared) in "".join(parts)
     parts += [_measured_section(configs), wm.memory_section(rows, cluster, worlds, size_note=size_note,
-                                                            batch_given=batch_size),
+                                                            batch_given=batch_size, shards_said=said_above),
               wp.sources_section(cluster), wp.published_section(cluster)]  # fmt: skip
     return page(title, "\n".join(parts), depth=1, **inline, book=_book_words(booked.get("row")) if mark else "")
 
