@@ -137,7 +137,7 @@ def test_the_what_if_page_of_a_cpu_run_gives_its_communication_and_memory_and_no
     page = (run_page.parent / "bucket_sweep.whatif.html").read_text()
     assert "What if run" in page and "ran on dgx-h100?" in page
     banner = html.unescape(page.split('<p class="banner">')[1].split("</p>")[0])
-    assert "measured on <b>cpu</b>" in banner and "names no step, no strategy to book and no cap" in banner
+    assert "measured on <b>this CPU" in banner and "names no step, no strategy to book and no cap" in banner
     assert "--local-step-ms MS --page FILE.html</code> gives the rest" in banner
     for answer in ("Best cap for DDP", "<b>The choice</b>", "<th>book</th>", "its lead", "scaling eff", "How sure"):
         assert answer not in page  # no step ranked on a CPU's compute

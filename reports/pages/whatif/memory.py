@@ -277,27 +277,40 @@ def device_banner(meta: dict, cluster: Cluster, local_step_ms: float | None, *, 
             "an end of the bound on this GPU of the step given on another: below",
         )
         return banner + f'<p class="banner">{esc(ends)}</p>'
-    device = meta.get("device", "?")
+    device, measured_on = meta.get("device", "?"), _device_words(meta)
     if local_step_ms:
         own = ("DDP's own cost measured there is a CPU's and is left out" if device == "cpu" else
                "DDP's own cost measured there is scaled with it")  # fmt: skip
         if inside:
             own = "the run has no baseline step at one rank, so DDP's own cost is inside the compute scaled"
         step = "with DDP" if inside else "without DDP"
-        return (f'<p class="banner">The profile was measured on <b>{esc(device)}</b>; its compute is scaled so that '
-                f"one GPU's step {step} is <b>{local_step_ms:g} ms</b> ({GIVEN_HTML}): every prediction below "
+        return (f'<p class="banner">The profile was measured on <b>{esc(measured_on)}</b>; its compute is scaled so '
+                f"that one GPU's step {step} is <b>{local_step_ms:g} ms</b> ({GIVEN_HTML}): every prediction below "
                 "rests on that scaling, set against "
                 f"{esc(cluster.name)}'s communication; {own}.</p>")  # fmt: skip
     if device == "cpu":  # no step to rank by (whatif.steps_known): what holds on any GPU, and where the rest is
-        return (f'<p class="banner">The profile was measured on <b>cpu</b>, whose compute hides communication a GPU\'s '
-                "would not and whose optimizer takes another share of the step: so this page names no step, no "
-                "strategy to book and no cap, only what holds whatever the GPU computes: the communication "
-                f"{esc(cluster.name)}'s network adds to a step and the memory a GPU holds. <code>ddpbench predict "
-                f"--run {esc(meta.get('run_id', 'RUN'))} --cluster {esc(cluster.name)} --local-step-ms MS --page "
-                "FILE.html</code> gives the rest for your GPU's one-GPU step; FILE.html in this site's folder (beside "
-                f"its index.html), the index, the run's page and this one link it{_given(meta)}.</p>")  # fmt: skip
-    return (f'<p class="banner">The profile was measured on <b>{esc(device)}</b>: its forward, backward and optimizer '
-            f"times are that device's, set here against {esc(cluster.name)}'s communication.</p>")  # fmt: skip
+        command = (f"ddpbench predict --run {meta.get('run_id', 'RUN')} --cluster {cluster.name} --local-step-ms MS "
+                   "--page FILE.html")  # fmt: skip
+        return (f'<p class="banner">The profile was measured on <b>{esc(measured_on)}</b>, whose compute hides '
+                "communication a GPU's would not and whose optimizer takes another share of the step: so this page "
+                "names no step, no strategy to book and no cap, only what holds whatever the GPU computes: the "
+                f"communication {esc(cluster.name)}'s network adds to a step and the memory a GPU holds. <code>"
+                f"{esc(command)}</code> gives the rest for your GPU's one-GPU step; FILE.html in this site's "
+                "folder (beside its index.html), the index, the run's page and this one link it"
+                f"{_given(meta)}.</p>")  # fmt: skip
+    return (f'<p class="banner">The profile was measured on <b>{esc(measured_on)}</b>: its forward, backward and '
+            f"optimizer times are that device's, set here against {esc(cluster.name)}'s "
+            "communication.</p>")  # fmt: skip
+
+
+def _device_words(meta: dict) -> str:
+    """'this CPU (Intel Xeon …)', 'NVIDIA H100 80GB HBM3': the device the run measured on, as a reader says it
+    (a banner read 'measured on cpu', torch's device string)."""
+    environment, device = meta.get("environment") or {}, meta.get("device")
+    if device == "cpu":
+        model = environment.get("cpu_model")
+        return f"this CPU ({model})" if model else "this CPU"
+    return environment.get("gpu_name") or ("a GPU" if device == "cuda" else str(device or "an unnamed device"))
 
 
 def _given(meta: dict) -> str:
