@@ -257,6 +257,8 @@ def _write_run(run_folder: Path, out: Path, cluster, *, comparisons, shared, as_
         return None
     # Named by folder: two folders may carry one run id (a copied run), and each keeps its page.
     run.meta["page"] = run_folder.name
+    # Where its commands find it and rebuild its site, as the user gave them (invocation.page_run_words).
+    run.meta["results_folder"], run.meta["site_folder"] = str(run_folder.parent), str(out)
     run.meta["ended"] = pages.ended(_summary(run_folder), run.meta)  # its status: stopped, or maybe still running
     run.meta["resume_command"] = resume_command(run.meta["run_id"], run_folder.parent)  # what finishes it, if stopped
     run.meta["fault_configs"] = fault_rows(run.meta, contention.read(run_folder))  # the rows a fault's mark is of

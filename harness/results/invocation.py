@@ -10,7 +10,7 @@ record (`retry_words`).
 from __future__ import annotations
 
 import shlex
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 NAME = "ddpbench"
@@ -27,6 +27,37 @@ def as_typed(words: list[str]) -> list[str]:
     script = Path(words[0]) if words else None
     ours = script is not None and (script.name == NAME or script.parts[-2:] in MODULES)
     return [NAME, *words[1:]] if ours else words
+
+
+DEFAULT_RESULTS = Path("results")
+"""The folder every command reads runs from without --results (config.bench.RESULTS, which this layer cannot import):
+a run id alone resolves only there."""
+
+DEFAULT_SITE = Path("reports/site")
+"""The folder `report` builds the site into without --out."""
+
+
+def run_words(run: str, results: Path | str | None = None) -> str:
+    """'RUN' where the run's folder is in the default results/, where its name alone resolves, else 'RUN --results
+    DIR': what follows `--run` or `--resume` in a command printed for the run. `run`: its folder's name (a copied
+    run's id is not its folder's); `results`: the folder it is in (None: the default)."""
+    if results is None or Path(results) == DEFAULT_RESULTS:
+        return shlex.quote(run)
+    return shlex.join([run, "--results", str(results)])
+
+
+def page_run_words(meta: Mapping) -> str:
+    """run_words for a run a page is of: `meta`'s folder name (`page`) and results folder (`results_folder`), which
+    the site sets as it reads the run ('RUN' where a page is drawn from data alone)."""
+    return run_words(str(meta.get("page") or meta.get("run_id") or "RUN"), meta.get("results_folder"))
+
+
+def report_command(results: Path | str | None, out: Path | str | None, *, program: str = NAME) -> str:
+    """`ddpbench report [--results DIR] [--out SITE]`: what rebuilds the site in `out` from `results`, each flag only
+    where its folder is not the default."""
+    flags = [] if results is None or Path(results) == DEFAULT_RESULTS else ["--results", str(results)]
+    flags += [] if out is None or Path(out) == DEFAULT_SITE else ["--out", str(out)]
+    return shlex.join([program, "report", *flags])
 
 
 def resume_command(run_id: str, results: Path | str, *, program: str = NAME, more: Sequence[str] = ()) -> str:

@@ -296,14 +296,14 @@ def status_counts(meta: dict[str, Any], configs: pd.DataFrame) -> dict[str, int]
 
 
 def cap_verdicts(
-    recommendations: pd.DataFrame, *, workload: str, world: int, explain: bool = True, run_id: str | None = None
+    recommendations: pd.DataFrame, *, workload: str, world: int, explain: bool = True, run: str | None = None
 ) -> tuple[str, bool]:
     """'<b>Bucket cap</b> (each sweep's verdict, section 3): stock: use bucket_cap_mb=1 (25 MiB takes 1.49× as
     long …); bucketed: too few repeats to tell (have 16, need about 189)' for the strategies the run swept at this
     world size; '' where it swept none (a walkthrough tuning the cap found its answer in a table cell only).
     `explain`: the buckets every cap made and why, at the first flat sweep whose caps made one layout (said once a
-    page); with the html, whether it said them. `run_id`: the run the predict command that prices a smaller size's
-    caps on the full size names."""
+    page); with the html, whether it said them. `run`: the run as the predict command that prices a smaller size's
+    caps on the full size names it (invocation.page_run_words)."""
     from harness.analysis.verdicts import layouts, sweep
 
     if recommendations.empty or "world_size" not in recommendations:
@@ -320,7 +320,7 @@ def cap_verdicts(
         verdict = sweep.answer(row, why=explain)
         if explain and row.get("decision") == stats.FLAT and isinstance(row.get("same_buckets_mb"), str):
             explain, explained = False, True  # sweep.answer said the buckets and why
-        said.append(f"{sweep.label(row)} — {verdict}{so_far}{layouts.smaller_size_caps(row, run_id=run_id)}")
+        said.append(f"{sweep.label(row)} — {verdict}{so_far}{layouts.smaller_size_caps(row, run=run)}")
     if not said:
         return "", False
     return (

@@ -18,6 +18,7 @@ import pandas as pd
 
 from harness.analysis import stats
 from harness.analysis.verdicts import decide, sweep
+from harness.results.invocation import page_run_words
 from harness.results.values import options_of, parity_words
 from reports.aggregate import RunData, precision
 from reports.pages import alerts
@@ -177,7 +178,7 @@ def answer_section(run: RunData, workloads: list[str]) -> str:
             pooled |= any_pooled(one_layout_pooled(group))
             world, verdicts = int(group["world_size"].iloc[0]), run.recommendations  # the caps' verdicts, then all
             caps, said = alerts.cap_verdicts(verdicts, workload=workload, world=world, explain=not explained,
-                                             run_id=run.meta.get("run_id"))  # fmt: skip
+                                             run=page_run_words(run.meta))  # fmt: skip
             explained |= said  # the buckets' why, once a page
             contenders = deployable(one_layout_pooled(group).loc[lambda rows: ~rows["is_floor"]])
             lead = optimizer_lead(contenders, reference, run)

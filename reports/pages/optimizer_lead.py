@@ -7,6 +7,7 @@ from __future__ import annotations
 import pandas as pd
 
 from harness.analysis.optimizer_lead import GPU_ANSWER, lead_words
+from harness.results.invocation import page_run_words
 from reports.pages.evidence import TOO_FEW, evidence
 from reports.pages.html import esc
 
@@ -28,6 +29,6 @@ def optimizer_lead(contenders: pd.DataFrame, reference: pd.Series | None, run) -
                       so_far=open_)  # fmt: skip
     if not said:
         return ""
-    run_id = run.meta.get("run_id") or "RUN"
-    command = f"<code>{esc(f'ddpbench predict --run {run_id} --cluster NAME --local-step-ms MS')}</code>"
+    predict = f"ddpbench predict --run {page_run_words(run.meta)} --cluster NAME --local-step-ms MS"
+    command = f"<code>{esc(predict)}</code>"
     return f" On this CPU {esc(said)}: {GPU_ANSWER.format(command=command)}."

@@ -440,8 +440,8 @@ def test_a_smaller_sizes_sweep_that_pooled_its_largest_caps_names_the_way_to_the
     from harness.analysis.verdicts import layouts
 
     row = {"workload": "gpt2", "size": "small", "one_layout_caps_mb": "[[1.0, 2.0], [25.0, 50.0, 100.0]]"}
-    said = layouts.smaller_size_caps(row, run_id="r1")
+    said = layouts.smaller_size_caps(row, run="r1")
     assert said.startswith("; caps 25, 50, 100 MiB made one bucket layout of gpt2/small's gradients")
     assert "--size full" in said and "ddpbench predict --run r1 --cluster NAME" in said
-    assert layouts.smaller_size_caps({**row, "size": "full"}, run_id="r1") == ""  # the size you train: said as is
-    assert layouts.smaller_size_caps({**row, "one_layout_caps_mb": None}, run_id="r1") == ""
+    assert layouts.smaller_size_caps({**row, "size": "full"}, run="r1") == ""  # the size you train: said as is
+    assert layouts.smaller_size_caps({**row, "one_layout_caps_mb": None}, run="r1") == ""

@@ -427,7 +427,10 @@ def test_report_cluster_is_checked_before_anything_is_written(tmp_path, capsys):
 def test_a_run_without_network_says_how_to_get_the_floor(tmp_path):
     shutil.copytree(DATA / "cpu_run", tmp_path / "results" / "cpu_run")
     page = site.build_site(results=tmp_path / "results", out=tmp_path / "site").run_pages["cpu_run"].read_text()
-    assert "ddpbench collectives</code> on the same machine" in page
+    # as they run: the collectives of the run's machine into its folder, then the report of this site from it
+    measure = f"ddpbench collectives --gpus 2 --device cpu --backend gloo --results {tmp_path / 'results'}"
+    assert f"<code>{measure}</code> on the same machine" in page
+    assert f"<code>ddpbench report --results {tmp_path / 'results'} --out {tmp_path / 'site'}</code>, adds" in page
 
 
 def test_the_collectives_page_draws_busbw_per_op_and_flags_a_wrong_result(built):

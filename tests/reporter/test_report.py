@@ -4,6 +4,7 @@ every run's failures, skips, CPU-ness and best bucket cap stated on its page."""
 from __future__ import annotations
 
 import re
+import shlex
 import shutil
 from pathlib import Path
 
@@ -233,3 +234,17 @@ def test_report_judges_an_older_runs_cap_sweep_again_by_todays_rule(tmp_path):
     pd.testing.assert_series_equal(judged["best_step_ms"], expected["best_step_ms"], check_names=False)
     assert list(judged["decision"]) == list(expected["decision"])
     assert not (bare / "recommendations.parquet").exists()
+
+
+def test_the_pages_commands_name_the_results_folder_and_the_site_they_were_built_from(golden):
+    """A user whose runs live in their own --results read `ddpbench predict --run cpu_run …` on its pages: the id
+    resolves only in the default results/, so the command failed as printed. Each now carries --results."""
+    results = shlex.quote(str(DATA))
+    out = shlex.quote(str(golden.index.parent))
+    run_page = golden.run_pages["cpu_run"].read_text()
+    assert f"ddpbench predict --run cpu_run --results {results} --cluster NAME --local-step-ms MS" in run_page
+    collectives = golden.run_pages["failures"].read_text()  # no network measured: how to measure one, and rebuild
+    assert f"ddpbench collectives --gpus 2 --device cpu --backend gloo --results {results}</code>" in collectives
+    assert f"<code>ddpbench report --results {results} --out {out}</code>" in collectives
+    for page in golden.run_pages.values():  # no run named without its folder
+        assert not re.search(r"--run [\w.-]+ --cluster", page.read_text()), page

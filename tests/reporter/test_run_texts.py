@@ -399,7 +399,7 @@ def test_the_what_if_page_carries_each_strategys_model_state_to_the_clusters_gpu
             "of 79.11 GiB a rank: 79.1 GiB left for buffers, the CUDA context and NCCL&#x27;s), zero fits (215 MiB "
             "of 79.11 GiB a rank: 78.9 GiB left for buffers, the CUDA context and NCCL&#x27;s), stock fits (450 MiB "
             "of 79.11 GiB a rank: 78.7 GiB left for buffers, the CUDA context and NCCL&#x27;s). Counted at batch 4 a "
-            "rank, the batch the run benched: at yours, <code>ddpbench predict --run RUN --cluster NAME "
+            "rank, the batch the run benched: at yours, <code>ddpbench predict --run RUN --cluster dgx-h100 "
             "--local-step-ms MS --batch-size N --page FILE.html</code>, with <code>--train-wopt KEY=VALUE</code> for "
             "the options you will train with (docs/your-model.md). At 1024 GPUs each rank holds fsdp"
             ) in counted  # fmt: skip
@@ -737,3 +737,18 @@ def test_a_cpu_runs_what_if_banner_names_the_run_and_the_cluster_in_its_command(
     banner = whatif_memory.device_banner({"device": "cpu", "run_id": "strat"}, h100, None)
     assert "<code>ddpbench predict --run strat --cluster dgx-h100 --local-step-ms MS --page FILE.html</code>" in banner
     assert "--run RUN" not in banner and "--cluster NAME" not in banner
+
+
+def test_the_what_if_pages_commands_carry_the_runs_results_folder_and_name_its_batchs_run_and_cluster():
+    """Built from `report --results mine`, the what-if page's commands said `--run strat` alone (which resolves only
+    in results/) and its batch note `--run RUN --cluster NAME … --batch-size N` though it knows both."""
+    from harness.perfmodel.clusters import cluster
+    from reports.pages.whatif import memory as whatif_memory
+
+    h100 = cluster.load("dgx-h100")
+    meta = {"device": "cpu", "run_id": "strat", "page": "strat", "results_folder": "mine"}
+    said = "ddpbench predict --run strat --results mine --cluster dgx-h100"
+    assert f"<code>{said} --local-step-ms MS --page" in whatif_memory.device_banner(meta, h100, None)
+    group = pd.DataFrame({"activation_mb": [12.0]})
+    batch = whatif_memory._batch_words(group, {"batch_size": 8}, None, run="strat --results mine", cluster="dgx-h100")
+    assert f"<code>{said} --local-step-ms MS --batch-size N --page" in batch

@@ -104,16 +104,17 @@ def versus_label(label: str, caps: Sequence[float], base_label: str, base_caps: 
     return " vs ".join(pooled_label(name, of) if of else name for name, of in ((label, caps), (base_label, base_caps)))
 
 
-def smaller_size_caps(row: Mapping, *, run_id: str | None) -> str:
+def smaller_size_caps(row: Mapping, *, run: str | None) -> str:
     """'; caps 25, 50, 100 MiB made one bucket layout of gpt2/small's gradients, so this sweep cannot tell them
     apart; for the full size's cap, bench with --size full, or run ddpbench predict …': where a sweep of a size
     smaller than full pooled its largest caps (`one_layout_caps_mb`, JSON; a walkthrough's gpt2/small, 16.2 MiB of
-    gradients, read '25 MiB (or 50, 100: the same buckets)' and no more); '' elsewhere."""
+    gradients, read '25 MiB (or 50, 100: the same buckets)' and no more); '' elsewhere. `run`: what names the run
+    after --run (its id, and --results where not the default folder)."""
     pooled, size = row.get("one_layout_caps_mb"), row.get("size")
     if not isinstance(pooled, str) or not json.loads(pooled) or size in (None, "full"):
         return ""
     largest = max(json.loads(pooled), key=max)
-    predict = f"ddpbench predict --run {run_id or 'RUN_ID'} --cluster NAME"
+    predict = f"ddpbench predict --run {run or 'RUN_ID'} --cluster NAME"
     return (f"; caps {cap_words(largest)} MiB made one bucket layout of {row.get('workload')}/{size}'s gradients, "
             f"so this sweep cannot tell them apart; for the full size's cap, bench with --size full, or run "
             f"{predict}, which prices each cap's communication on the full size")  # fmt: skip

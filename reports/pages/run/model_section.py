@@ -3,10 +3,14 @@ network, or --busbw), and the step-time model against the run's bucket-cap sweep
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pandas as pd
 
 from harness.analysis import agreement, roles, stats
 from harness.analysis.verdicts import sweep
+from harness.perfmodel.network import collectives_command
+from harness.results.invocation import report_command
 from harness.results.values import counted
 from reports import aggregate
 from reports.aggregate import RunData
@@ -21,11 +25,7 @@ def model_section(run: RunData, workloads: list[str], figs: FigureList) -> str:
     """How far each strategy is from the physical limit, and whether the step-time model agrees with the sweeps."""
     parts = ["<h2 id=model>4b. How far from the floor, and does the model agree?</h2>"]
     if run.floor.empty and run.predictions.empty:
-        parts.append(
-            "<p>No network measurement for this run: <code>ddpbench collectives</code> on the same machine, into "
-            "the same results folder (or <code>--busbw</code> to <code>ddpbench predict</code>), then "
-            "<code>ddpbench report</code>, adds the communication floor and the predicted bucket-cap curves.</p>"
-        )
+        parts.append(no_network(run))
         return "\n".join(parts)
     for workload in workloads:
         if not run.floor.empty:
@@ -49,6 +49,18 @@ def swept_reference(run: RunData, workloads: list[str]) -> bool:
     """Whether the run swept the reference strategy's cap (the sweeps the model's predictions are checked on)."""
     rows = [aggregate.sweep_rows(run.configs, workload=workload) for workload in workloads]
     return any(roles.is_reference(frame).any() for frame in rows if not frame.empty)
+
+
+def no_network(run: RunData) -> str:
+    """What adds the floor and the model's curves to a run measured without a network: the collectives run that
+    measures its machine into its results folder, then the report that rebuilds this site, each as it runs."""
+    collectives = collectives_command(Path(run.run_path)) if run.run_path else "ddpbench collectives"
+    report = report_command(run.meta.get("results_folder"), run.meta.get("site_folder"))
+    return (
+        f"<p>No network measurement for this run: <code>{esc(collectives)}</code> on the same machine, into "
+        "the same results folder (or <code>--busbw</code> to <code>ddpbench predict</code>), then "
+        f"<code>{esc(report)}</code>, adds the communication floor and the predicted bucket-cap curves.</p>"
+    )
 
 
 def floor_figure(run: RunData, workload: str, figs: FigureList) -> str:

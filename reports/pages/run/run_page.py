@@ -125,7 +125,7 @@ def header(run: RunData) -> str:
                  f"{sessions_words(*sessions_of(meta, run.run_path))}.</p>")  # fmt: skip
     parts.append(status_section(meta, configs, listed=("failed",)))  # the skipped listed below the answer
     # named as the README names it: the page is read later, maybe elsewhere, where the path that ran it means nothing
-    resume = resume_command(meta["run_id"], Path(run.run_path).parent, program=invocation.NAME)
+    resume = resume_command(meta.get("page") or meta["run_id"], Path(run.run_path).parent, program=invocation.NAME)
     launches = contention.read(run.run_path) if run.run_path else None
     parts.append(alerts.alerts(meta, configs, resume_command=resume, launches=launches))
     parts.extend(alerts.folded(s) for s in profile_alert(configs))

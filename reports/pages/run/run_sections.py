@@ -13,6 +13,7 @@ import pandas as pd
 
 from harness.analysis import roles, stats, why
 from harness.analysis.verdicts import sweep
+from harness.results.invocation import page_run_words
 from harness.results.values import configuration_label, options_words, samples_text
 from reports import aggregate
 from reports.aggregate import RunData, usable_cores, world_sizes
@@ -104,7 +105,7 @@ def on_a_cluster(meta: dict) -> str:
     step = "" if meta.get("device") == "cuda" else " --local-step-ms MS"  # a CPU's step is no GPU's
     return (
         "<p>Its scaling efficiency on a cluster, per GPU count: <code>ddpbench predict --run "
-        f"{esc(meta.get('run_id', 'RUN'))} --cluster NAME{step} --page FILE.html</code>.</p>"
+        f"{esc(page_run_words(meta))} --cluster NAME{step} --page FILE.html</code>.</p>"
     )
 
 

@@ -13,6 +13,7 @@ import pandas as pd
 from harness.analysis import stats
 from harness.analysis.verdicts import decide
 from harness.perfmodel.memory import mib_text
+from harness.results.invocation import page_run_words
 from harness.results.values import counted, message_words, options_of
 from reports.aggregate import usable_cores, world_label
 from reports.pages import evidence, pooled
@@ -188,7 +189,7 @@ def full_size_pointer(meta: dict, configs: pd.DataFrame, workload: str) -> str:
     default = default_configuration(meta, workload)  # hf:MODEL_TYPE's full: transformers' defaults, not yours
     which = yours_instead(default) if default else ", the one you will train"
     return (
-        f" These are the {said} size's: 'ddpbench predict --run {meta.get('run_id', 'RUN')} --cluster NAME' counts "
+        f" These are the {said} size's: 'ddpbench predict --run {page_run_words(meta)} --cluster NAME' counts "
         f"the memory of the full size{which}, on the meta device{_one_world(meta, configs, workload)}."
     )
 

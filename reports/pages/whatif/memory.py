@@ -30,6 +30,7 @@ from harness.perfmodel.pick.choice_table import (
 )
 from harness.perfmodel.pick.words import choice_words
 from harness.perfmodel.sharded import optimizer_break_even, optimizer_share_caveat
+from harness.results.invocation import page_run_words
 from harness.results.values import strategy_labels
 from reports.pages.html import esc, shared_link, table
 from reports.pages.whatif.full_size import has_floors, not_yours
@@ -108,12 +109,13 @@ MEMORY_SETUP = ["workload", "size", "batch_size", "dtype", "optimizer"]
 
 
 def memory_section(configs: pd.DataFrame, cluster: Cluster, worlds: list[int], *, size_note: str = "",
-                   batch_given: int | None = None, shards_said: bool = False) -> str:  # fmt: skip
+                   batch_given: int | None = None, shards_said: bool = False, run: str = "RUN") -> str:  # fmt: skip
     """Model state per rank at the cluster's GPU counts, per setup and strategy the run measured at two world sizes
     or more (harness.perfmodel.memory: held(n) = whole + split / n, fitted to what its ranks held); `size_note`:
     what size the rows are of, where not the run's own (`predict`'s memory_rows); `batch_given`: predict's
     --batch-size, where the page was asked for one (rows counted at it say nothing more of their batch);
-    `shards_said`: the page said above that a strategy here shards nothing (_nothing_to_shard), once a page."""
+    `shards_said`: the page said above that a strategy here shards nothing (_nothing_to_shard), once a page; `run`:
+    what names the run after --run (invocation.page_run_words)."""
     state = state_per_rank(configs, worlds)
     if state.empty:
         return ""
@@ -134,7 +136,8 @@ def memory_section(configs: pd.DataFrame, cluster: Cluster, worlds: list[int], *
         if "activation_dtype" in group and group["activation_dtype"].iloc[0]:  # the dtype the fit is judged in
             setup["dtype"] = group["activation_dtype"].iloc[0]
         named = setup_words(setup) + _judged_in(setup.get("dtype"), ran_in)
-        opening = esc(_first_fit(group, cluster, worlds[0])) + _batch_words(group, setup, batch_given)
+        batch = _batch_words(group, setup, batch_given, run=run, cluster=cluster.name)
+        opening = esc(_first_fit(group, cluster, worlds[0])) + batch
         parts += [f"<p class=takeaway><b>{esc(named)}:</b> {opening}At {worlds[-1]} GPUs each rank "
                   f"holds {esc(said)} of parameters, gradients and optimizer state"
                   f"{esc(_with_activations(most, worlds[-1]) + '.' + _fits(group, cluster, worlds))}"
@@ -171,16 +174,18 @@ def _first_fit(group: pd.DataFrame, cluster: Cluster, world: int) -> str:
     return f"At {world} GPUs, in a GPU of {cluster.gpu_memory_gib:g} GiB ({cluster.name}): {said}. "
 
 
-def _batch_words(group: pd.DataFrame, setup: dict, batch_given: int | None) -> str:
+def _batch_words(group: pd.DataFrame, setup: dict, batch_given: int | None, *, run: str, cluster: str) -> str:
     """Where the rows' activations are at the batch the run benched, not one asked for: said, with how to count them
-    at yours (they, and so the fit, grow with the batch sample by sample; the state does not)."""
+    at yours (they, and so the fit, grow with the batch sample by sample; the state does not), the run and the
+    cluster named: only the step and the batch are the reader's."""
     batch = setup.get("batch_size")
     counted = "activation_mb" in group and group["activation_mb"].notna().any()
     if not counted or batch is None or pd.isna(batch) or batch_given == int(batch):
         return ""
     return (
         f"Counted at batch {int(batch)} a rank, the batch the run benched: at yours, "
-        "<code>ddpbench predict --run RUN --cluster NAME --local-step-ms MS --batch-size N --page FILE.html</code>, "
+        f"<code>ddpbench predict --run {esc(run)} --cluster {esc(cluster)} --local-step-ms MS --batch-size N --page "
+        "FILE.html</code>, "
         "with <code>--train-wopt KEY=VALUE</code> for the options you will train with (docs/your-model.md). "
     )
 
@@ -289,7 +294,7 @@ def device_banner(meta: dict, cluster: Cluster, local_step_ms: float | None, *, 
                 "rests on that scaling, set against "
                 f"{esc(cluster.name)}'s communication; {own}.</p>")  # fmt: skip
     if device == "cpu":  # no step to rank by (whatif.steps_known): what holds on any GPU, and where the rest is
-        command = (f"ddpbench predict --run {meta.get('run_id', 'RUN')} --cluster {cluster.name} --local-step-ms MS "
+        command = (f"ddpbench predict --run {page_run_words(meta)} --cluster {cluster.name} --local-step-ms MS "
                    "--page FILE.html")  # fmt: skip
         return (f'<p class="banner">The profile was measured on <b>{esc(measured_on)}</b>, whose compute hides '
                 "communication a GPU's would not and whose optimizer takes another share of the step: so this page "

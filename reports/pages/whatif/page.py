@@ -30,6 +30,7 @@ from harness.perfmodel.schedule import Parameters, calibrate, scaled_words
 from harness.perfmodel.sharded import cluster_frame, floored_parameters, with_full_size_floors
 from harness.perfmodel.sharding.own_costs import fsdp_for_cluster, zero_for_cluster
 from harness.results import store
+from harness.results.invocation import page_run_words
 from harness.results.values import ms_text
 from reports.figures import whatif as figures
 from reports.figures.captions import CAPTIONS
@@ -189,7 +190,8 @@ def whatif_page(meta: dict, configs: pd.DataFrame, profiles: pd.DataFrame, clust
         _left_out(setup_name, left_out),
         "" if rows.empty else wp.carried_banner(cluster, rows["nodes"]),
     ]
-    asked = _asked(worlds, cluster) if gpus else within_node(cluster, run_id)  # under the first setup's answer
+    run = page_run_words(meta)
+    asked = _asked(worlds, cluster) if gpus else within_node(cluster, run)  # under the first setup's answer
     # a page to share is one setup's: the one it predicts (the full size, --batch-size's), the run's profile after
     predicted = full_size.predicted_name(rows, trained) if setup_name and not rows.empty else setup_name
     named = f"{setup_name} (run {run_id})" if predicted == setup_name else predicted
@@ -243,7 +245,7 @@ def whatif_page(meta: dict, configs: pd.DataFrame, profiles: pd.DataFrame, clust
     unshared = roles.shards_nothing_words(configs)  # said once a page: the choice's caveats, where any, say it first
     said_above = bool(unshared) and esc(unshared) in "".join(parts)
     parts += [_measured_section(configs), wm.memory_section(rows, cluster, worlds, size_note=size_note,
-                                                            batch_given=batch_size, shards_said=said_above),
+                                                            batch_given=batch_size, shards_said=said_above, run=run),
               wp.sources_section(cluster), wp.published_section(cluster)]  # fmt: skip
     return page(title, "\n".join(parts), depth=1, **inline, book=_book_words(booked.get("row")) if mark else "")
 
@@ -299,15 +301,16 @@ def _asked(worlds: list[int], cluster: Cluster) -> str:
     )
 
 
-def within_node(cluster: Cluster, run_id: str = "RUN") -> str:
+def within_node(cluster: Cluster, run: str = "RUN") -> str:
     """How to price fewer GPUs than a node (a user who asked about 4 GPUs found the page start at 8, one node):
-    predict's --gpus, which the collective model prices on the node's own links as any count of ranks in a node."""
+    predict's --gpus, which the collective model prices on the node's own links as any count of ranks in a node.
+    `run`: what names the run after --run (invocation.page_run_words)."""
     fewer = [n for n in (2, 4) if n < cluster.gpus_per_node]
     if not fewer:
         return ""
     counts = ",".join(map(str, fewer))
     return (f"<p>Fewer GPUs than {esc(cluster.name)}'s {cluster.gpus_per_node} a node ({' or '.join(map(str, fewer))}"
-            f"): <code>ddpbench predict --run {esc(run_id)} --cluster {esc(cluster.name)} --gpus {counts} --page "
+            f"): <code>ddpbench predict --run {esc(run)} --cluster {esc(cluster.name)} --gpus {counts} --page "
             "FILE.html</code> prices them in one node, this page's tables and choice at those counts.</p>")  # fmt: skip
 
 
