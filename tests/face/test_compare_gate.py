@@ -331,7 +331,9 @@ def test_a_run_compared_before_its_end_is_said_so(tmp_path, capsys):
     assert "NEW (new) has no summary.json: still running, or stopped before its end" in out.err, out.err
     store.write_json(tmp_path / "r" / "new" / "summary.json", {"complete": False})
     _, out = compare(capsys, tmp_path / "r")
-    assert "NEW (new) was stopped before its end (bench --resume new finishes it)" in out.err, out.err
+    # its folder is no default results/: the command carries it, and runs as printed
+    stopped = f"NEW (new) was stopped before its end (bench --resume new --results {tmp_path / 'r'} finishes it)"
+    assert stopped in out.err, out.err
     assert "BASE (base)" not in out.err  # a run at its end is not named
 
 
