@@ -152,6 +152,10 @@ def resume_run(
     meta = store.read_run_meta(run)
     if meta.get("kind") == store.COLLECTIVES_KIND:
         raise ConfigError(f"--resume {run_id!r} is a `ddpbench collectives` run; run the measurement again instead")
+    if not isinstance(meta.get("config"), dict) or not isinstance(meta.get("configurations"), list):
+        # a run.json written by hand or by a tool other than bench (tests/data's): nothing says what is left to run
+        raise ConfigError(f"--resume {run_id!r}: its run.json records no plan (config, configurations) to go on "
+                          "with; bench it again as a new run")  # fmt: skip
     if node_rank == 0:
         hold_run(run, run_id)
     config = BenchConfig.from_json({**meta["config"], "results": str(results), "command": meta.get("command", ())})

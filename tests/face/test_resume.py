@@ -131,6 +131,8 @@ def test_a_resume_while_another_session_runs_the_run_is_refused_and_sets_nothing
     SIGKILL, holds it no longer."""
     run = tmp_path / "failures"
     shutil.copytree(Path(__file__).parents[1] / "data" / "failures", run)
+    meta = json.loads((run / "run.json").read_text())  # a plan to go on with (the fixture's run.json records none)
+    (run / "run.json").write_text(json.dumps({**meta, "config": {}, "configurations": []}))
     root = str(Path(__file__).parents[2])
     holder = subprocess.Popen([sys.executable, "-c", HOLD, str(run)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                               text=True, cwd=root, env={"PYTHONPATH": root, "PATH": "/usr/bin:/bin"})  # fmt: skip
@@ -148,6 +150,16 @@ def test_a_resume_while_another_session_runs_the_run_is_refused_and_sets_nothing
     from harness.launch import bench_run
 
     bench_run.hold_run(run, "failures")  # the killed holder's lock went with it
+
+
+def test_resume_of_a_run_json_without_a_plan_is_refused_in_one_line(tmp_path, capsys):
+    """`bench --resume` of a tests/data run (whose run.json records no config or configurations) ended in a
+    KeyError traceback: refused in one line, nothing written."""
+    shutil.copytree(Path(__file__).resolve().parents[1] / "data" / "cpu_run", tmp_path / "cpu_run")
+    before = sorted(p.name for p in (tmp_path / "cpu_run").rglob("*"))
+    code, _, err = bench(capsys, tmp_path, "--resume", "cpu_run", "--retry-failed")
+    assert code == 2 and err.count("\n") == 1 and "its run.json records no plan" in err, err
+    assert sorted(p.name for p in (tmp_path / "cpu_run").rglob("*")) == before
 
 
 def test_retry_failed_without_resume_is_refused(tmp_path, capsys):
