@@ -23,13 +23,14 @@ import html
 import logging
 import os
 import re
+import shlex
 from pathlib import Path
 from urllib.parse import quote
 
 from harness.analysis.verdicts import history as answer_history
 from harness.analysis.verdicts.environment import fault_rows
 from harness.results import contention, layout, model_tables, store
-from harness.results.invocation import resume_command
+from harness.results.invocation import page_run_words, report_command, resume_command
 from reports import aggregate, step_series
 from reports.pages import index as pages
 from reports.pages import pooled
@@ -194,9 +195,33 @@ def write_whatif_page(run_folder: Path, meta: dict, configs, cluster, out: Path,
     return name
 
 
+def no_whatif_words(meta: dict, configs, cluster) -> str:
+    """Why the site wrote no what-if page of a run on `cluster`, and the commands that give it one, as they run: bench
+    records the gradient profile the page rests on at one rank only, so a run of one world size (--largest-only) has
+    none; `predict --run --cluster` measures one and stores it with the run (on the run's device), and the next
+    report writes the page. '' where a page was not asked for (no cluster)."""
+    if cluster is None:
+        return ""
+    ok = configs.loc[configs["status"] == "ok", "world_size"] if "status" in configs else configs.get("world_size", [])
+    flag = " (--largest-only)" if (meta.get("config") or {}).get("ladder") is False else ""
+    if 1 in {int(w) for w in ok}:
+        why = "it stored no gradient profile (bench records one at 1 rank)"
+    else:
+        why = f"it ran no configuration at 1 rank{flag}, where bench records the gradient profile the page rests on"
+    device = meta.get("device") or "cpu"
+    where = "" if device == "cpu" else f" on a machine with its {device} device"
+    predict = f"ddpbench predict --run {page_run_words(meta)} --cluster {shlex.quote(cluster_key(cluster))}"
+    report = report_command(meta.get("results_folder"), meta.get("site_folder"))
+    # a run of one world size: its memory per rank (a share fitted from two world sizes) stays out of the page too
+    memory = "; its memory per rank needs two world sizes: a bench without --largest-only" if flag else ""
+    return (f"{why}; `{predict}`{where} measures one and stores it with the run, then `{report}` writes the "
+            f"page{memory}")  # fmt: skip
+
+
 def build_site(*, results: Path, out: Path, cluster=None, on_run=None, as_predict=None, on_step=None) -> BuiltSite:
     """Every run's page (and, given a cluster profile, its what-if page), the index, plotly.js once. `on_run(folder,
-    page, whatif page or None)` hears of each run's pages as they are written (the command's progress);
+    page, whatif page or None, why it has none: no_whatif_words)` hears of each run's pages as they are written
+    (the command's progress);
     `as_predict(run folder, configs)`: what its what-if page counts as predict does (write_whatif_page);
     `on_step(text, within=run)` hears of each run's long parts as they start ('[1/3] run f1: its what-if page on
     dgx-h100', within '[1/3] run f1')."""
@@ -222,7 +247,7 @@ def build_site(*, results: Path, out: Path, cluster=None, on_run=None, as_predic
         if whatif_page is not None:
             whatif_pages[run_folder.name] = whatif_page
         if on_run is not None:
-            on_run(run_folder.name, run_pages[run_folder.name], whatif_page)
+            on_run(run_folder.name, run_pages[run_folder.name], whatif_page, row.get("whatif_missing", ""))
         summaries.append(row)
     collectives = write_collectives_pages(results, out)
     store.write_json(out / INDEX_FACTS, {"runs": summaries, "collectives": collectives,
@@ -277,6 +302,8 @@ def _write_run(run_folder: Path, out: Path, cluster, *, comparisons, shared, as_
         (out / "runs" / f"{run_folder.name}.whatif.html").unlink(missing_ok=True)
         run.meta["whatif"] = None
     run.meta["whatif_cluster"] = getattr(cluster, "name", None)
+    run.meta["whatif_missing"] = "" if run.meta["whatif"] or not profiles.empty else no_whatif_words(
+        run.meta, run.configs, cluster)  # fmt: skip
     run.meta["whatif_steps"] = whatif.steps_known(run.meta)  # else its communication and memory alone
     path = out / "runs" / f"{run_folder.name}.html"
     on_step("its page")

@@ -22,6 +22,9 @@ def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
 
 
 def _build(args: argparse.Namespace, status) -> int:
+    from harness.commands.console.invoked import ddpbench_command
+    from harness.results.invocation import as_invoked
+
     status.show(f"reading {args.results}", checked=False)  # before the input is checked: on a terminal only
     from harness.perfmodel import predict
     from harness.perfmodel.clusters import cluster
@@ -53,10 +56,10 @@ def _build(args: argparse.Namespace, status) -> int:
     write_kept_comparisons(args.results, args.out)
 
     def written(
-        run_id: str, page, whatif
+        run_id: str, page, whatif, missing: str
     ) -> None:  # as each run's pages are written: a site of many runs takes a while
-        console.say(f"  run {run_id}: {page}" + (f" (what if on {chosen.name}: {whatif.name})" if whatif else
-                                                 _no_whatif(args, run_id, chosen)))  # fmt: skip
+        none = f" (no what-if page on {chosen.name}: {as_invoked(missing, ddpbench_command())})" if missing else ""
+        console.say(f"  run {run_id}: {page}" + (f" (what if on {chosen.name}: {whatif.name})" if whatif else none))
 
     built = site.build_site(results=args.results, out=args.out, cluster=chosen, on_run=written,
                             as_predict=functools.partial(as_predict_counts, cluster=chosen),
@@ -146,25 +149,6 @@ def _relink(out, run_dir):
         return site.refresh_index(out)
     counts = functools.partial(as_predict_counts, cluster=chosen) if chosen is not None else None
     return site.relink_run(run_dir, out, chosen, as_predict=counts)
-
-
-def _no_whatif(args: argparse.Namespace, folder: str, chosen) -> str:
-    """Why a run got no what-if page where the site has a cluster: no gradient profile stored (bench measures one at
-    world size 1, which a --largest-only run has none of), and the command that measures one; '' otherwise."""
-    import shlex
-    from pathlib import Path
-
-    from harness.commands.console.invoked import ddpbench_command
-    from harness.results import model_tables, store
-
-    run = Path(args.results) / folder
-    if chosen is None or not model_tables.read_gradprofiles(run).empty:
-        return ""  # a page that failed is said as it failed
-    ladder = (store.read_run_meta(run).get("config") or {}).get("ladder", True)
-    memory = "" if ladder else "; its memory per rank needs two world sizes: a bench without --largest-only"
-    return (f" (no what-if page: the run stored no gradient profile, which bench measures at world size 1; "
-            f"{ddpbench_command()} predict --run {shlex.quote(folder)} --results {shlex.quote(str(args.results))} "
-            f"--cluster {shlex.quote(chosen.name)} measures one and keeps it with the run{memory})")  # fmt: skip
 
 
 def _ends_words(args: argparse.Namespace) -> str:

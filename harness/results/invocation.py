@@ -60,6 +60,12 @@ def report_command(results: Path | str | None, out: Path | str | None, *, progra
     return shlex.join([program, "report", *flags])
 
 
+def as_invoked(words: str, program: str) -> str:
+    """A page's `words` said on this terminal: each `ddpbench …` command in them named as `program` (how ddpbench
+    was invoked here), so that it runs from the same shell."""
+    return words.replace(f"`{NAME} ", f"`{program} ")
+
+
 def resume_command(run_id: str, results: Path | str, *, program: str = NAME, more: Sequence[str] = ()) -> str:
     """`<program> bench --resume RUN_ID --results RESULTS [more…]`: the command that goes on with a stored run.
     `program`: how ddpbench is named (a page's NAME; the terminal's as it was invoked)."""

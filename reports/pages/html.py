@@ -38,6 +38,13 @@ def esc(value: Any) -> str:
     return html.escape("" if value is None or (isinstance(value, float) and pd.isna(value)) else str(value))
 
 
+def code_spans(text: str) -> str:
+    """`text` escaped, each `command` in it set as <code> (words shared with the console, which prints the
+    backquotes)."""
+    return "".join(f"<code>{part}</code>" if odd else part for odd, part in
+                   ((i % 2, part) for i, part in enumerate(esc(text).split("`"))))  # fmt: skip
+
+
 SHORT_NAME = 48
 """Longer names (a workload file's, a zoo model's with its options) are shortened in a table's cell, whole in a
 tooltip; a heading, which has the width, takes HEADING_NAME (a walkthrough lost its options to the cut)."""

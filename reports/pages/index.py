@@ -143,7 +143,8 @@ def index_row(meta: dict[str, Any], configs: pd.DataFrame) -> dict[str, str]:
             "machine": esc(machine_summary(meta, configs)),
             "strategies": esc(joined(configs.get("impl", []))), "status": status_text(meta, configs),
             "whatif": str(meta.get("whatif") or ""), "whatif_cluster": str(meta.get("whatif_cluster") or ""),
-            "whatif_what": "" if meta.get("whatif_steps", True) else "its communication and memory"}  # fmt: skip
+            "whatif_what": "" if meta.get("whatif_steps", True) else "its communication and memory",
+            "whatif_missing": str(meta.get("whatif_missing") or "")}  # fmt: skip
 
 
 def _on_the_cpu(meta: dict[str, Any]) -> str:

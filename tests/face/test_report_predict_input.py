@@ -102,16 +102,18 @@ def test_the_resume_hint_is_a_command_that_runs_from_this_shell(tmp_path, monkey
 
 def test_a_run_without_a_profile_is_told_why_it_has_no_what_if_page(tmp_path):
     """`report --cluster` of a `bench --largest-only` run listed its page and no what-if page, without a word: it
-    stored no gradient profile (bench measures one at world size 1), which predict measures and keeps."""
-    import argparse
-    import types
+    stored no gradient profile (bench measures one at world size 1), which predict measures and keeps; and its
+    memory per rank, fitted from two world sizes, needs a bench of the ladder."""
+    import pandas as pd
 
-    from harness.commands import report
+    from harness.perfmodel.clusters import cluster as clusters
+    from reports import site
 
-    store.write_json(tmp_path / "a1" / "run.json", {"run_id": "a1", "config": {"ladder": False}})
-    args, dgx = argparse.Namespace(results=str(tmp_path)), types.SimpleNamespace(name="dgx-a100-40gb")
-    said = report._no_whatif(args, "a1", dgx)
-    assert said.startswith(" (no what-if page: the run stored no gradient profile, which bench measures at world")
-    assert f"predict --run a1 --results {tmp_path} --cluster dgx-a100-40gb measures one" in said
-    assert said.endswith("its memory per rank needs two world sizes: a bench without --largest-only)")
-    assert report._no_whatif(args, "a1", None) == ""  # no cluster: no what-if page is asked for
+    dgx = clusters.load("dgx-a100-40gb")
+    meta = {"run_id": "a1", "page": "a1", "config": {"ladder": False}, "results_folder": str(tmp_path)}
+    one_world = pd.DataFrame({"status": ["ok"], "world_size": [2]})
+    said = site.no_whatif_words(meta, one_world, dgx)
+    assert said.startswith("it ran no configuration at 1 rank (--largest-only), where bench records the gradient")
+    assert f"`ddpbench predict --run a1 --results {tmp_path} --cluster dgx-a100-40gb` measures one" in said
+    assert said.endswith("its memory per rank needs two world sizes: a bench without --largest-only")
+    assert site.no_whatif_words(meta, one_world, None) == ""  # no cluster: no what-if page is asked for

@@ -246,5 +246,32 @@ def test_the_pages_commands_name_the_results_folder_and_the_site_they_were_built
     collectives = golden.run_pages["failures"].read_text()  # no network measured: how to measure one, and rebuild
     assert f"ddpbench collectives --gpus 2 --device cpu --backend gloo --results {results}</code>" in collectives
     assert f"<code>ddpbench report --results {results} --out {out}</code>" in collectives
+    # one world size (failures): nothing to scale here, yet predict prices it on a cluster
+    scaling = "nothing to scale.</p><p>Its scaling efficiency on a cluster, per GPU count: <code>ddpbench predict"
+    assert f"{scaling} --run failures --results {results} --cluster NAME" in collectives
     for page in golden.run_pages.values():  # no run named without its folder
         assert not re.search(r"--run [\w.-]+ --cluster", page.read_text()), page
+
+
+def test_a_run_without_a_gradient_profile_says_why_it_has_no_what_if_page_and_what_gives_one():
+    """`report` built no what-if page for a run benched with --largest-only and said nothing: its console line and
+    run page now say why (no configuration at 1 rank, where bench records the profile) and the commands, as they
+    run, that give it one."""
+    from types import SimpleNamespace
+
+    from reports.pages.run.run_sections import on_a_cluster
+
+    h100 = SimpleNamespace(name="dgx-h100", path=None)
+    meta = {"device": "cpu", "page": "failures", "results_folder": "mine", "site_folder": "site",
+            "config": {"ladder": False}}  # fmt: skip
+    said = site.no_whatif_words(meta, store.read_configs(DATA / "failures"), h100)  # world size 2 alone
+    assert said.startswith("it ran no configuration at 1 rank (--largest-only), where bench records the gradient")
+    assert ("; `ddpbench predict --run failures --results mine --cluster dgx-h100` measures one and stores it with "
+            "the run, then `ddpbench report --results mine --out site` writes the page") in said  # fmt: skip
+    gpu = {**meta, "device": "cuda", "page": "gpu_memory"}  # 1 rank measured, before profiles were recorded
+    said = site.no_whatif_words(gpu, store.read_configs(DATA / "gpu_memory"), h100)
+    assert said.startswith("it stored no gradient profile (bench records one at 1 rank); `ddpbench predict --run")
+    assert "--cluster dgx-h100` on a machine with its cuda device measures one" in said
+    assert site.no_whatif_words(meta, store.read_configs(DATA / "failures"), None) == ""  # none asked for
+    page = on_a_cluster({**meta, "whatif_cluster": "dgx-h100", "whatif_missing": "none; `ddpbench report` <x>"})
+    assert "No what-if page on dgx-h100: none; <code>ddpbench report</code> &lt;x&gt;.</p>" in page

@@ -29,3 +29,9 @@ def test_the_report_command_carries_only_the_folders_that_are_not_the_defaults()
     assert invocation.report_command(None, None) == "ddpbench report"
     assert invocation.report_command("mine", "elsewhere/site") == "ddpbench report --results mine --out elsewhere/site"
     assert invocation.report_command("results", "site", program="x") == "x report --out site"
+
+
+def test_a_pages_words_said_on_the_terminal_name_ddpbench_as_it_was_invoked():
+    words = "none; `ddpbench predict --run r1` measures one, then `ddpbench report` writes it"
+    said = invocation.as_invoked(words, ".venv/bin/ddpbench")
+    assert said == "none; `.venv/bin/ddpbench predict --run r1` measures one, then `.venv/bin/ddpbench report` writes it"

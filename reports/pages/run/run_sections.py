@@ -34,7 +34,7 @@ from reports.figures.captions import (
     SCALING_REPEATS,
 )
 from reports.pages import alerts, pooled
-from reports.pages.html import HEADING_NAME, FigureList, esc, format_number, name_html, shared_link, table
+from reports.pages.html import HEADING_NAME, FigureList, code_spans, esc, format_number, name_html, shared_link, table
 from reports.pages.notes import offset
 from reports.pages.run import takeaways
 
@@ -85,7 +85,8 @@ def fastest_section(run: RunData, workloads: list[str], figs: FigureList) -> str
 def scaling_section(run: RunData, workloads: list[str], figs: FigureList) -> str:
     parts = ["<h2 id=scaling>2. How does it scale?</h2>"]
     if len(world_sizes(run.configs)) < 2:
-        return parts[0] + "<p>This run has one world size only: nothing to scale.</p>"
+        # a cluster's scaling needs no second world size here: predict measures the profile a what-if page lacks
+        return parts[0] + "<p>This run has one world size only: nothing to scale.</p>" + on_a_cluster(run.meta)
     for workload in workloads:
         parts.append(takeaway(workload, takeaways.scaling(run.configs, workload=workload, meta=run.meta)))
         pooled = SCALING_REPEATS if aggregate.has_repeats(run.configs) else ""
@@ -103,9 +104,11 @@ def on_a_cluster(meta: dict) -> str:
         return f'<p>Its scaling efficiency on a cluster, per GPU count: <a href="{esc(meta["whatif"])}">what if on ' \
                f"{esc(meta.get('whatif_cluster'))}</a>.</p>"  # fmt: skip
     step = "" if meta.get("device") == "cuda" else " --local-step-ms MS"  # a CPU's step is no GPU's
+    missing = meta.get("whatif_missing")
+    none = f" No what-if page on {esc(meta.get('whatif_cluster'))}: {code_spans(missing)}." if missing else ""
     return (
         "<p>Its scaling efficiency on a cluster, per GPU count: <code>ddpbench predict --run "
-        f"{esc(page_run_words(meta))} --cluster NAME{step} --page FILE.html</code>.</p>"
+        f"{esc(page_run_words(meta))} --cluster NAME{step} --page FILE.html</code>.{none}</p>"
     )
 
 
