@@ -92,14 +92,29 @@ def as_predict_counts(run_dir, configs, *, cluster) -> dict:
     """What a site's what-if page takes to say what `predict --run --cluster` says of the same run: each setup's
     memory as predict counts it (in the dtype the cluster's GPU trains in), the full size's parameters under a smaller
     size's steps (their floors, which the choice ranks by), and the step models' error on the run's own steps (which
-    the choice weighs)."""
+    the choice weighs), and the step predict estimates from the FLOPs of a CPU run (estimated_step)."""
     from harness.commands.predict import full_size as predict_full_size
     from harness.perfmodel.own_check import own_check
 
     return {"memory": lambda setup: predict_full_size.memory_rows(run_dir, configs, setup, gpu=cluster),
             "full_params": lambda setup, grad_bytes: predict_full_size.full_parameters(setup, configs, grad_bytes),
             "checked": lambda setup: own_check(run_dir.parent, run_dir, setup, configs=configs,
-                                               cluster=cluster.name)}  # fmt: skip
+                                               cluster=cluster.name),
+            "step_estimate": lambda: estimated_step(run_dir, configs, cluster)}  # fmt: skip
+
+
+def estimated_step(run_dir, configs, cluster) -> tuple[float, str] | None:
+    """(ms, words): the one-GPU step `predict --run RUN --cluster NAME` estimates from the FLOPs of the setup it
+    predicts (the run's first) where no --local-step-ms is given (scaling.step_estimate); None where not known."""
+    from harness.commands.console.predict import scaling
+    from harness.perfmodel import predict
+
+    setups = predict.run_setups(run_dir)
+    if not setups:
+        return None
+    as_predict = argparse.Namespace(run=str(run_dir), results_dir=run_dir.parent, batch_size=None, train_options=None)
+    profile = predict.stored_profile(run_dir, setups[0])
+    return scaling.step_estimate(as_predict, configs, setups[0], cluster, None, profile)
 
 
 def _rejudge_cap_sweeps(results) -> None:

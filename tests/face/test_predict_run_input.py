@@ -232,6 +232,20 @@ def test_out_rows_carry_what_reproduces_their_efficiency_and_float_columns(tmp_p
     assert "an estimate to start from" not in followed.out
     assert "less than its optimizer's step can take" not in followed.err  # the step offered holds its optimizer
     assert f"{ESTIMATE_SHARE:.0%} of one GPU's dense peak" in followed.out + followed.err  # FLOPs beside it, as offered
+    # the run's what-if page (report's) offers the same step, as an estimate, said so, in a command that names the run
+    from harness.commands.report import estimated_step
+    from harness.perfmodel.clusters import cluster
+    from harness.results import store
+    from reports.pages.whatif.memory import device_banner
+
+    h100 = cluster.load("dgx-h100")
+    offered = estimated_step(tmp_path / "cpu_run", store.read_configs(tmp_path / "cpu_run"), h100)
+    assert offered is not None and offered[0] == step_ms and offered[1] in estimate
+    meta = {"device": "cpu", "page": "cpu_run", "results_folder": str(tmp_path)}
+    banner = device_banner(meta, h100, None, estimate=offered)
+    assert "Not knowing it yet, an estimate to start from, not a measurement: " in banner
+    assert (f"<code>ddpbench predict --run cpu_run --results {tmp_path} --cluster dgx-h100 --local-step-ms {step_ms:g} "
+            "--page FILE.html</code>") in banner  # fmt: skip
 
 
 def test_a_folder_of_runs_given_as_a_run_is_refused_naming_its_runs(tmp_path, capsys):

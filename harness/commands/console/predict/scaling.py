@@ -217,42 +217,55 @@ the step so estimated is a short one: said to be an estimate, and a floor more t
 
 
 def say_step_estimate(args, configs, setup: dict | None, chosen, trained: dict | None, profile=None) -> None:
-    """Without --local-step-ms, a CPU's profile: the predict command with a step estimated from the model's FLOPs at
-    ESTIMATE_SHARE of the cluster's GPU's dense peak, plus its optimizer's memory-bound pass at the GPU's bandwidth
-    (optimizer.optimizer_ms, which a step given below it is warned of), said to be an estimate (once it ended with no
-    step at all)."""
+    """Without --local-step-ms, a CPU's profile: the predict command with a step estimated from the model's FLOPs
+    (step_estimate), said to be an estimate (once it ended with no step at all)."""
     import shlex
 
     from harness.commands.console.invoked import ddpbench_command
+    from harness.commands.predict import inputs as predict_input
+
+    if args.local_step_ms or not setup or not getattr(args, "run", None):
+        return
+    estimate = step_estimate(args, configs, setup, chosen, trained, profile)
+    if estimate is None:
+        return
+    step_ms, said = estimate
+    folder = predict_input.resolve(args.run, args.results_dir)  # the run's folder: a command that runs from anywhere
+    flags = "".join(f" --train-wopt {key}={value}" for key, value in (trained or {}).items())
+    flags += f" --batch-size {args.batch_size}" if getattr(args, "batch_size", None) else ""
+    flags += f" --gpus {','.join(map(str, args.gpus))}" if getattr(args, "gpus", None) else ""  # the counts asked
+    flags += f" --nodes {shlex.quote(args.nodes)}" if getattr(args, "nodes", None) else ""
+    console.say(f"ddpbench predict: {said}: {ddpbench_command()} predict --run {shlex.quote(str(folder))} "
+                f"--cluster {chosen.name}{flags} --local-step-ms {step_ms:g}")  # fmt: skip
+
+
+def step_estimate(args, configs, setup: dict, chosen, trained: dict | None, profile=None) -> tuple[float, str] | None:
+    """(the one-GPU step in ms, its words): the step estimated from the model's FLOPs at ESTIMATE_SHARE of the
+    cluster's GPU's dense peak, plus its optimizer's memory-bound pass at the GPU's bandwidth
+    (optimizer.optimizer_ms, which a step given below it is warned of), said to be an estimate; None where the FLOPs
+    or the peak are not known. The console's (say_step_estimate) and a CPU run's what-if page's."""
     from harness.commands.console.predict.optimizer import optimizer_pass
     from harness.commands.predict import inputs as predict_input
     from harness.config.precision import peak_dtype
 
-    if args.local_step_ms or not setup or not getattr(args, "run", None):
-        return
     batch = predict_input.memory_batch(args, setup) or int(setup["batch_size"])
     known = _flops_and_peak(configs, setup, gpu=chosen.description, options=trained, requested=_requested_dtype(args))
     if known is None:
-        return
+        return None
     _, counted, peak, dtype, tf32, run, assumed = known
     flops = counted["flops_per_sample"] * batch
     compute_ms = flops / (ESTIMATE_SHARE * peak * 1e12) * 1e3
     optimizer_ms, moved = optimizer_pass(args, chosen, setup, configs, profile)
     step_ms = float(f"{compute_ms + optimizer_ms:.3g}")
     plus = f" for forward and backward ({compute_ms:.2g} ms), plus its optimizer's pass ({moved})" * bool(moved)
-    folder = predict_input.resolve(args.run, args.results_dir)  # the run's folder: a command that runs from anywhere
-    flags = "".join(f" --train-wopt {key}={value}" for key, value in (trained or {}).items())
-    flags += f" --batch-size {args.batch_size}" if getattr(args, "batch_size", None) else ""
-    flags += f" --gpus {','.join(map(str, args.gpus))}" if getattr(args, "gpus", None) else ""  # the counts asked
-    flags += f" --nodes {shlex.quote(args.nodes)}" if getattr(args, "nodes", None) else ""
-    console.say(f"ddpbench predict: an estimate to start from, not a measurement: {flops:.2g} FLOPs a step ({batch} "
-                f"sample{'s' * (batch > 1)} a GPU, counted on the meta device) at {ESTIMATE_SHARE:.0%} of "
-                f"{chosen.name}'s GPU's dense peak in {peak_dtype(dtype, tf32=tf32)} ({peak:g} TFLOP/s)"
-                f"{f', --dtype auto there (the CPU run benched {run})' if assumed else ''}{plus} is a {step_ms:g} "
-                "ms step, "
-                "a floor more than a forecast (a small model's step runs far below the peak, bound by its kernels' "
-                f"launches; time it on one GPU for a measured one): {ddpbench_command()} predict --run "
-                f"{shlex.quote(str(folder))} --cluster {chosen.name}{flags} --local-step-ms {step_ms:g}")  # fmt: skip
+    return step_ms, (
+        f"an estimate to start from, not a measurement: {flops:.2g} FLOPs a step ({batch} "
+        f"sample{'s' * (batch > 1)} a GPU, counted on the meta device) at {ESTIMATE_SHARE:.0%} of "
+        f"{chosen.name}'s GPU's dense peak in {peak_dtype(dtype, tf32=tf32)} ({peak:g} TFLOP/s)"
+        f"{f', --dtype auto there (the CPU run benched {run})' if assumed else ''}{plus} is a {step_ms:g} ms step, "
+        "a floor more than a forecast (a small model's step runs far below the peak, bound by its kernels' "
+        "launches; time it on one GPU for a measured one)"
+    )
 
 
 def tflops_text(value: float) -> str:
