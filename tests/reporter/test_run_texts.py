@@ -263,6 +263,8 @@ def test_the_what_if_note_says_what_the_one_gpu_step_is_made_of():
     assert "The profile is the small size's: 16.18 MiB of gradients in 18 tensors" in note
     assert "has other buckets: bench it for its own page" in note
     assert "other buckets" not in whatif._calibration_note(pd.Series({**row.to_dict(), "size": "full"}))
+    named = whatif._calibration_note(row, {"page": "r1", "results_folder": "mine"}, cluster="dgx-h100")
+    assert "as <code>ddpbench predict --run r1 --results mine --cluster dgx-h100</code> does" in named  # as it runs
     yours = {"workloads": {"mine.py:Net": {"kind": "file"}}}  # --size changes nothing in a file of yours
     file_row = pd.Series({**row.to_dict(), "setup_workload": "mine.py:Net"})
     assert "other buckets" not in whatif._calibration_note(file_row, yours)

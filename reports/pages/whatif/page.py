@@ -232,7 +232,7 @@ def whatif_page(meta: dict, configs: pd.DataFrame, profiles: pd.DataFrame, clust
                   wm.choice_section(configs, at, cluster, worlds, booked=booked,
                                  rows=counted[setup][0] if setup in counted else None, checked=sure),
                   asked, _answer(best, cluster, trained, default, moves=moves), wp.how_sure(sure, cluster, best),
-                  _calibration_note(group.iloc[0], meta, ended=bool(ends)),
+                  _calibration_note(group.iloc[0], meta, ended=bool(ends), cluster=cluster.name),
                   figs.add(figures.step_vs_gpus(group, cluster=cluster.name, profiled=_profiled(group), **marked),
                            CAPTIONS["whatif_caps"]),
                   figs.add(figures.strategies_vs_gpus(curve, cluster=cluster.name, **marked),
@@ -334,9 +334,10 @@ def _small_cap_caveat(best: pd.DataFrame) -> str:
     return f" <i>{esc(text[0].upper() + text[1:])}.</i>" if best["unproven"].any() else ""
 
 
-def _calibration_note(row: pd.Series, meta: dict | None = None, *, ended: bool = False) -> str:
+def _calibration_note(row: pd.Series, meta: dict | None = None, *, ended: bool = False, cluster: str = "NAME") -> str:
     """What the run's one-rank rows changed in the profile, and the step every efficiency is against (`ended`: an end
-    of the bound on this GPU of a step given on another, as the banner says, not the step given)."""
+    of the bound on this GPU of a step given on another, as the banner says, not the step given; `cluster`: the
+    page's, which the predict command that scales so names)."""
     to, given = row["calibrated_to"], row["local_step_given"]
     gave = ("an end of the bound on this GPU of the step given on another, above" if ended else
             "given to predict with --local-step-ms, not measured")  # fmt: skip  # a reader of the page gave nothing
@@ -379,7 +380,8 @@ def _calibration_note(row: pd.Series, meta: dict | None = None, *, ended: bool =
     size = wm.size_words(esc(row["size"])) if sized else "the model's as the run built it (--size scales no file)"
     return (f"<p>The profile is {size}: {row['grad_mb']:.4g} MiB of gradients in "
             f"{int(row['grad_tensors'])} tensors, which every prediction below buckets and all-reduces.{other} "
-            f"{scaled}{own}, as <code>ddpbench predict --run RUN --cluster NAME{flag}</code> does. "
+            f"{scaled}{own}, as <code>ddpbench predict --run {esc(page_run_words(meta or {}))} --cluster "
+            f"{esc(cluster)}{flag}</code> does. "
             f"Scaling efficiency = the one-GPU step{'' if row['own_left_out'] else ' with DDP'} "
             f"({row['local_step_ms']:.4g} ms: {whose}) over each "
             f"predicted step{before}.</p>")  # fmt: skip
