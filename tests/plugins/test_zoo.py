@@ -573,6 +573,28 @@ def test_a_torchvision_name_it_lacks_is_refused_before_torch_is_imported(tmp_pat
     assert ran.stdout.split() == ["2", "False"] and ran.stderr == f"ddpbench: error: {raised.value}\n", ran
 
 
+@pytest.mark.parametrize(
+    ("name", "said"),
+    [
+        ("fasterrcnn_resnet50_fpn", "is a detection model: it trains on each image's boxes and labels"),
+        ("deeplabv3_resnet50", "is a segmentation model: it trains on a class for every pixel"),
+        ("r3d_18", "is a video model: it takes clips of frames (torchvision.models.video); ddpbench trains "
+                   "torchvision's classification models, on random images and a label each"),
+    ],
+)  # fmt: skip
+def test_a_torchvision_model_of_another_task_is_refused_saying_why(name, said):
+    """`torchvision:fasterrcnn_resnet50_fpn` was an "unknown torchvision model" (did you mean wide_resnet50_2?): a
+    model torchvision has, refused as a typo. It is one of another task, said so, the same before and after the
+    import, with the classification models it is built on where it has one."""
+    from workloads._zoo import unfindable, vision
+
+    with pytest.raises(ConfigError) as raised:
+        vision.torchvision_source(name)
+    assert str(raised.value).startswith(f"torchvision:{name} {said}") and "unknown" not in str(raised.value)
+    assert unfindable(f"torchvision:{name}") == str(raised.value)
+    assert ("nearest classification models: wide_resnet50_2, resnet50" in str(raised.value)) == ("resnet" in name)
+
+
 def test_torchvision_names_read_another_way_are_left_to_the_import(tmp_path, monkeypatch):
     """A model registered other than by `@register_model()` or `@register_model("NAME")` (a call, a name not a literal,
     two of them) makes the source's names unknown (None): a name torchvision has is never refused by one missing it."""

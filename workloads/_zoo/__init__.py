@@ -19,7 +19,7 @@ from __future__ import annotations
 import functools
 
 from harness.protocols import ConfigError
-from workloads._zoo.source import Source, unknown
+from workloads._zoo.source import OTHER_TASKS, Source, unknown_torchvision
 
 ZOOS = ("torchvision", "hf", "timm")
 
@@ -55,7 +55,7 @@ def unfindable(spec: str) -> str | None:
 
     left, sep, target = spec.partition(":")
     if left == "torchvision" and target and (known := torchvision_names()) is not None and target not in known:
-        return str(unknown("torchvision model", target, known))  # resolve's words, 10 s sooner
+        return str(unknown_torchvision(target, known, torchvision_other_models()))  # resolve's words, 10 s sooner
     if not (sep and left and target) or left in ZOOS or left.endswith(".py") or os.sep in left or "/" in left:
         return None
     top = left.partition(".")[0]
@@ -75,7 +75,23 @@ def torchvision_names() -> frozenset[str] | None:
     each function of a torchvision/models/*.py decorated `@register_model()` (its name) or `@register_model("N")`
     (N). None where torchvision is not installed, or a file registers a model any other way (a call not a
     decorator, a name not a literal): the import decides then."""
-    import ast
+    folder = _models_folder()
+    names = _registered(sorted(folder.glob("*.py"))) if folder else None
+    return frozenset(names) if names else None
+
+
+@functools.cache
+def torchvision_other_models() -> dict[str, str]:
+    """The models torchvision registers for another task than classification, by name, with the folder of
+    torchvision.models that says the task (fasterrcnn_resnet50_fpn: detection), read from its source as
+    `torchvision_names`: such a name is refused saying why, not as one torchvision lacks. Empty where unread."""
+    folder = _models_folder()
+    found = {sub: _registered(sorted((folder / sub).glob("*.py"))) if folder else None for sub in OTHER_TASKS}
+    return {name: sub for sub, names in found.items() for name in names or ()}
+
+
+def _models_folder():
+    """torchvision/models of the installed torchvision, found without importing it; None where not installed."""
     import importlib.util
     from pathlib import Path
 
@@ -85,8 +101,16 @@ def torchvision_names() -> frozenset[str] | None:
         return None
     if found is None or not found.submodule_search_locations:
         return None
+    return Path(next(iter(found.submodule_search_locations)), "models")
+
+
+def _registered(paths) -> set[str] | None:
+    """The names the files register models by (`@register_model()`: the function's; `@register_model("N")`: N);
+    None where one registers a model any other way (a call not a decorator, a name not a literal)."""
+    import ast
+
     names: set[str] = set()
-    for path in sorted(Path(next(iter(found.submodule_search_locations)), "models").glob("*.py")):
+    for path in paths:
         text = path.read_text(encoding="utf-8")
         if "register_model" not in text:
             continue
@@ -101,7 +125,7 @@ def torchvision_names() -> frozenset[str] | None:
             if given and not (isinstance(given[0], ast.Constant) and isinstance(given[0].value, str)):
                 return None
             names.add(given[0].value if given else decorated[id(call)])
-    return frozenset(names) or None
+    return names
 
 
 def _called(func) -> str | None:

@@ -77,6 +77,31 @@ def unknown(what: str, name: str, known: Iterable[str]) -> ConfigError:
     return ConfigError(f"unknown {what} {name!r}; {hint}")
 
 
+OTHER_TASKS = {
+    "detection": "a detection model: it trains on each image's boxes and labels, and returns its losses",
+    "segmentation": "a segmentation model: it trains on a class for every pixel",
+    "video": "a video model: it takes clips of frames",
+    "optical_flow": "an optical-flow model: it takes pairs of frames and predicts their motion",
+    "quantization": "a quantized model, for inference",
+}
+"""The folders of torchvision.models that hold models for other tasks than classification, and why ddpbench,
+which makes each a batch of random images and a label each, cannot train them."""
+BACKBONED = ("detection", "segmentation", "quantization")
+"""Those whose models are built on a classification model a name like theirs may be (resnet50's)."""
+
+
+def unknown_torchvision(name: str, known: Iterable[str], others: dict[str, str]) -> ConfigError:
+    """A name torchvision has no classification model by: `unknown`'s words, or, where it names a model of another
+    task (`others`: name -> its folder of torchvision.models), why that cannot run, and the nearest that can."""
+    if name not in others:
+        return unknown("torchvision model", name, known)
+    near = closest(name, known) if others[name] in BACKBONED else []
+    nearest = f"; the nearest classification models: {', '.join(near)}" if near else ""
+    return ConfigError(f"torchvision:{name} is {OTHER_TASKS[others[name]]} (torchvision.models.{others[name]}); "
+                       f"ddpbench trains torchvision's classification models, on random images and a label "
+                       f"each{nearest}")  # fmt: skip
+
+
 def file_hash(path: Path) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 

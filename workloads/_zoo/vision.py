@@ -33,7 +33,7 @@ from collections.abc import Callable
 from typing import Any
 
 from harness.protocols import ConfigError, UnknownOption, WorkloadDefaults, lazy_module
-from workloads._zoo.source import Source, unknown
+from workloads._zoo.source import OTHER_TASKS, Source, unknown_torchvision
 from workloads._zoo.vision_keywords import IGNORED, OWN_OPTIONS, no_option_words
 
 torch = lazy_module("torch")
@@ -111,7 +111,8 @@ def torchvision_source(name: str) -> Source:
 
     known = models.list_models(module=models)
     if name not in known:
-        raise unknown("torchvision model", name, known)
+        others = {other: sub for sub in OTHER_TASKS for other in models.list_models(module=getattr(models, sub))}
+        raise unknown_torchvision(name, known, others)
     standard, smallest = _input_sizes(models, name)
 
     def build(*, size: str, options: dict[str, Any]) -> ImageModel:
