@@ -27,6 +27,7 @@ from typing import Any
 from harness.protocols import ConfigError, UnknownOption, WorkloadDefaults, lazy_module
 from workloads._text import TransformerShape, causal_lm_batch, masked_lm_batch, token_loss
 from workloads._zoo.hf_heads import heads_follow, heads_of, is_count, options_set
+from workloads._zoo.hf_tasks import MAPPINGS, check_task, choose_task
 from workloads._zoo.source import Source, did_you_mean, file_hash, unknown
 from workloads._zoo.vision import deterministic
 
@@ -34,16 +35,6 @@ torch = lazy_module("torch")
 F = lazy_module("torch.nn.functional")
 nn = lazy_module("torch.nn")
 
-TASKS = ("seq2seq", "masked_lm", "causal_lm", "image_classification")
-MAPPINGS = {
-    "seq2seq": ("MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES", "AutoModelForSeq2SeqLM"),
-    "masked_lm": ("MODEL_FOR_MASKED_LM_MAPPING_NAMES", "AutoModelForMaskedLM"),
-    "causal_lm": ("MODEL_FOR_CAUSAL_LM_MAPPING_NAMES", "AutoModelForCausalLM"),
-    "image_classification": ("MODEL_FOR_IMAGE_CLASSIFICATION_MAPPING_NAMES", "AutoModelForImageClassification"),
-}
-ARCHITECTURE_SUFFIXES = {"ForConditionalGeneration": "seq2seq", "ForSeq2SeqLM": "seq2seq", "ForMaskedLM": "masked_lm",
-                         "ForCausalLM": "causal_lm", "LMHeadModel": "causal_lm",
-                         "ForImageClassification": "image_classification"}  # fmt: skip
 OWN_OPTIONS = ("seq_len", "task")
 COUNT_FIELD = re.compile(r"^(num|n)_|_(size|layers?|heads?|embd|embeddings|positions|dim)$")
 """Fields that count something (layers, heads, widths, positions): a model needs at least one of each."""
@@ -163,7 +154,7 @@ class HFModel(WorkloadDefaults):
 
     def check(self, name: str) -> None:
         """Options that are no field of this configuration are bad input, named with the fields it has."""
-        self._check_task(name)
+        check_task(name, self.fields["model_type"], self.task)
         config = HFModel(size=self.size, fields=self.fields, options={}).config()  # its fields, none set by options
         unknown_keys = [key for key in self.options if not _has_field(config, key)]
         if unknown_keys:
@@ -196,15 +187,6 @@ class HFModel(WorkloadDefaults):
         given = " ".join(f"--wopt {key}={value}" for key, value in self.options.items())
         return ConfigError(f"{name} at --size {self.size}: {why}" + (f" (given {given})" if given else "")
                            + "; its first step would fail in every rank")  # fmt: skip
-
-    def _check_task(self, name: str) -> None:
-        """A task transformers has no model of this type for is bad input (it once failed in every rank)."""
-        if self.task not in TASKS:
-            raise ConfigError(f"{name} task {self.task!r} is not one of {', '.join(TASKS)}")
-        model_type = self.fields["model_type"]
-        if self.task not in tasks(model_type):
-            raise ConfigError(f"--wopt task={self.task} is not valid for {name}: transformers has no {model_type} "
-                              f"model for it; its tasks: {', '.join(tasks(model_type))}")  # fmt: skip
 
     @property
     def seq(self) -> int:
@@ -305,28 +287,6 @@ class HFModel(WorkloadDefaults):
             return token_loss(model(input_ids=source, decoder_input_ids=decoder_inputs).logits, labels)
         inputs, labels = batch
         return token_loss(model(input_ids=inputs).logits, labels)
-
-
-def choose_task(fields: dict[str, Any]) -> str:
-    """The task an architecture trains at: its configuration's `architectures` say, else the first of
-    TASKS that transformers has a model class for."""
-    for architecture in fields.get("architectures") or ():
-        for suffix, task in ARCHITECTURE_SUFFIXES.items():
-            if architecture.endswith(suffix):
-                return task
-    model_type = fields["model_type"]
-    trained = tasks(model_type)
-    if trained:
-        return trained[0]
-    raise ConfigError(f"transformers model type {model_type!r} has no model for a task ddpbench trains "
-                      f"({', '.join(TASKS)})")  # fmt: skip
-
-
-def tasks(model_type: str) -> list[str]:
-    """The tasks of TASKS that transformers has a model class of `model_type` for."""
-    from transformers.models.auto import modeling_auto
-
-    return [task for task in TASKS if model_type in getattr(modeling_auto, MAPPINGS[task][0])]
 
 
 def _parts(config) -> list:

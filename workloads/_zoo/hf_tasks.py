@@ -1,0 +1,51 @@
+"""Which task a transformers architecture is benched at (seq2seq, masked LM, causal LM, image classification), and
+the model class of it that transformers builds: its configuration's `architectures` decide first, then the first
+task transformers has a class of the model type for; `--wopt task=…` overrides."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from harness.protocols import ConfigError
+
+TASKS = ("seq2seq", "masked_lm", "causal_lm", "image_classification")
+MAPPINGS = {
+    "seq2seq": ("MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES", "AutoModelForSeq2SeqLM"),
+    "masked_lm": ("MODEL_FOR_MASKED_LM_MAPPING_NAMES", "AutoModelForMaskedLM"),
+    "causal_lm": ("MODEL_FOR_CAUSAL_LM_MAPPING_NAMES", "AutoModelForCausalLM"),
+    "image_classification": ("MODEL_FOR_IMAGE_CLASSIFICATION_MAPPING_NAMES", "AutoModelForImageClassification"),
+}
+ARCHITECTURE_SUFFIXES = {"ForConditionalGeneration": "seq2seq", "ForSeq2SeqLM": "seq2seq", "ForMaskedLM": "masked_lm",
+                         "ForCausalLM": "causal_lm", "LMHeadModel": "causal_lm",
+                         "ForImageClassification": "image_classification"}  # fmt: skip
+
+
+def check_task(name: str, model_type: str, task: str) -> None:
+    """A task transformers has no model of this type for is bad input (it once failed in every rank)."""
+    if task not in TASKS:
+        raise ConfigError(f"{name} task {task!r} is not one of {', '.join(TASKS)}")
+    if task not in tasks(model_type):
+        raise ConfigError(f"--wopt task={task} is not valid for {name}: transformers has no {model_type} "
+                          f"model for it; its tasks: {', '.join(tasks(model_type))}")  # fmt: skip
+
+
+def choose_task(fields: dict[str, Any]) -> str:
+    """The task an architecture trains at: its configuration's `architectures` say, else the first of
+    TASKS that transformers has a model class for."""
+    for architecture in fields.get("architectures") or ():
+        for suffix, task in ARCHITECTURE_SUFFIXES.items():
+            if architecture.endswith(suffix):
+                return task
+    model_type = fields["model_type"]
+    trained = tasks(model_type)
+    if trained:
+        return trained[0]
+    raise ConfigError(f"transformers model type {model_type!r} has no model for a task ddpbench trains "
+                      f"({', '.join(TASKS)})")  # fmt: skip
+
+
+def tasks(model_type: str) -> list[str]:
+    """The tasks of TASKS that transformers has a model class of `model_type` for."""
+    from transformers.models.auto import modeling_auto
+
+    return [task for task in TASKS if model_type in getattr(modeling_auto, MAPPINGS[task][0])]
