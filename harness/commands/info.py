@@ -172,6 +172,8 @@ def _options(spec: str, given: list[tuple[str, tuple[str, ...]]]) -> dict:
     for key, values in given:
         if len(values) != 1:
             raise ConfigError(f"--wopt {key}={','.join(values)}: list counts one model; give one value")
+    if not given:  # a zoo model refused without options too (hf:whisper's task builds a part of it alone)
+        source.check_options({})
     return workload_grid.typed_options(source, given)
 
 

@@ -527,6 +527,26 @@ def test_a_spec_that_names_nothing_is_one_line_exit_2(capsys, tmp_path, spec, sa
     assert said in refused(capsys, tmp_path, "--workloads", spec)
 
 
+@pytest.mark.parametrize(
+    ("spec", "whole", "part"),
+    [
+        ("hf:whisper", "WhisperForConditionalGeneration (speech to text, on audio features)", "WhisperForCausalLM"),
+        ("hf:clip", "CLIPModel (images matched to texts, on both together)", "CLIPForImageClassification"),
+    ],
+)  # fmt: skip
+def test_a_zoo_model_whose_default_class_is_a_part_of_it_is_refused(capsys, tmp_path, spec, whole, part):
+    """hf:whisper built WhisperForCausalLM, its decoder without the encoder (stock DDP failed on the unused
+    cross-attention, and FSDP became "the answer"), and hf:clip CLIP's vision tower alone, each under the name of the
+    whole model: refused in bench and list, saying what it trains as; asked for by --wopt task, the part is built."""
+    said = refused(capsys, tmp_path, "--workloads", f"mlp,{spec}", "--dry-run")
+    assert f"{spec} is not benched: transformers trains {spec[3:]} whole as {whole}" in said
+    assert f"; {part}, its " in said and "(--wopt task=" in said
+    assert cli.main(["list", spec]) == 2 and capsys.readouterr().err == said
+    task = workloads.create(spec, size="tiny").task
+    workloads.resolve(spec).check_options({"task": task})  # the part, named: no refusal
+    assert type(workloads.create(spec, size="tiny", options={"task": task}).build_model()).__name__ == part
+
+
 def test_a_module_found_nowhere_is_refused_before_torch_is_imported(tmp_path, monkeypatch):
     """A walkthrough's `bench --dry-run --workloads tv:vit` took 20 s (torch's import, on a busy CPU) to say that
     module 'tv' cannot be imported: it is said before the command's imports now. A package in the working folder,

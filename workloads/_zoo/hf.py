@@ -111,7 +111,7 @@ def _source(spec: str, name: str, fields: dict[str, Any], *, path: Path | None =
     return Source(spec=spec, kind="hf", name=name, build=build, path=str(path) if path else None,
                   sha256=file_hash(path) if path else None,
                   check_options=lambda options: build(size="tiny", options=options).check(name),
-                  check_workload=lambda workload: workload.check_heads(name))  # fmt: skip
+                  check_workload=lambda workload: workload.check_built(name))  # fmt: skip
 
 
 class HFModel(WorkloadDefaults):
@@ -122,7 +122,9 @@ class HFModel(WorkloadDefaults):
     def __init__(self, *, size: str, fields: dict[str, Any], options: dict[str, Any], file: str | None = None) -> None:
         self.size, self.fields, self.options, self.file = size, dict(fields), dict(options), file
         scale = SCALES.get(size)
-        self.task = self.options.pop("task", None) or choose_task(fields)
+        given = self.options.pop("task", None)
+        self.task = given or choose_task(fields)
+        self._task_by_default = given is None and not fields.get("architectures")
         self.batch_size = scale.batch_size if scale else FULL_BATCH
         self._seq_option = self.options.pop("seq_len", None)
         self._seq = self._seq_option or (scale.seq if scale else None)
@@ -154,7 +156,7 @@ class HFModel(WorkloadDefaults):
 
     def check(self, name: str) -> None:
         """Options that are no field of this configuration are bad input, named with the fields it has."""
-        check_task(name, self.fields["model_type"], self.task)
+        check_task(name, self.fields["model_type"], self.task, by_default=self._task_by_default)
         config = HFModel(size=self.size, fields=self.fields, options={}).config()  # its fields, none set by options
         unknown_keys = [key for key in self.options if not _has_field(config, key)]
         if unknown_keys:
@@ -169,6 +171,12 @@ class HFModel(WorkloadDefaults):
         for key, value in counts.items():
             if not is_count(value):
                 raise ConfigError(f"--wopt {key}={value} is not valid for {name}; give a whole number ≥ 1")
+
+    def check_built(self, name: str) -> None:
+        """What bench and predict check of it before any rank starts: a task chosen by default that builds a part
+        alone of the architecture (hf:whisper's decoder), then the heads at the run's size."""
+        check_task(name, self.fields["model_type"], self.task, by_default=self._task_by_default)
+        self.check_heads(name)
 
     def check_heads(self, name: str) -> None:
         """Head counts that do not divide, at the run's size, are bad input: the model builds, and its first

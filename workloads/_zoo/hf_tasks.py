@@ -20,8 +20,24 @@ ARCHITECTURE_SUFFIXES = {"ForConditionalGeneration": "seq2seq", "ForSeq2SeqLM": 
                          "ForImageClassification": "image_classification"}  # fmt: skip
 
 
-def check_task(name: str, model_type: str, task: str) -> None:
-    """A task transformers has no model of this type for is bad input (it once failed in every rank)."""
+TRAINED_WHOLE_BY = {
+    "MODEL_FOR_SPEECH_SEQ_2_SEQ_MAPPING_NAMES": "speech to text, on audio features",
+    "MODEL_FOR_ZERO_SHOT_IMAGE_CLASSIFICATION_MAPPING_NAMES": "images matched to texts, on both together",
+    "MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES": "text from images and text, on both together",
+}
+"""Tasks ddpbench makes no batch for whose class is a model type's whole architecture (WhisperForConditionalGeneration,
+CLIPModel), and what they train on: where a type has one, a class of TASKS that differs is a part of it alone."""
+
+
+def check_task(name: str, model_type: str, task: str, *, by_default: bool = False) -> None:
+    """A task transformers has no model of this type for is bad input (it once failed in every rank), and so is one
+    chosen `by_default` (neither --wopt task nor the configuration's `architectures` named it) whose class is a part
+    alone of an architecture trained whole at another task: hf:whisper built WhisperForCausalLM, its decoder without
+    the encoder (its cross-attention unused, so DDP failed), and hf:clip CLIP's vision tower alone."""
+    if by_default and (whole := whole_class(model_type)) and whole[0] != class_name(model_type, task):
+        raise ConfigError(f"{name} is not benched: transformers trains {model_type} whole as {whole[0]} ({whole[1]}), "
+                          f"which ddpbench makes no batch for; {class_name(model_type, task)}, its {task} class, is "
+                          f"a part of it alone (--wopt task={task} benches that part)")  # fmt: skip
     if task not in TASKS:
         raise ConfigError(f"{name} task {task!r} is not one of {', '.join(TASKS)}")
     if task not in tasks(model_type):
@@ -49,3 +65,20 @@ def tasks(model_type: str) -> list[str]:
     from transformers.models.auto import modeling_auto
 
     return [task for task in TASKS if model_type in getattr(modeling_auto, MAPPINGS[task][0])]
+
+
+def class_name(model_type: str, task: str) -> str | None:
+    """The class transformers builds for `model_type` at `task` (WhisperForCausalLM); None where it has none."""
+    from transformers.models.auto import modeling_auto
+
+    return getattr(modeling_auto, MAPPINGS[task][0]).get(model_type) if task in MAPPINGS else None
+
+
+def whole_class(model_type: str) -> tuple[str, str] | None:
+    """The class that is `model_type`'s whole architecture at a task of TRAINED_WHOLE_BY, and what that trains on."""
+    from transformers.models.auto import modeling_auto
+
+    for mapping, trains_on in TRAINED_WHOLE_BY.items():
+        if whole := getattr(modeling_auto, mapping, {}).get(model_type):
+            return whole, trains_on
+    return None
