@@ -517,6 +517,8 @@ def test_ddps_unused_parameters_are_named_not_given_by_index(tmp_path, single_ra
         ("hf:lama", "unknown transformers model type 'lama'; did you mean"),
         ("torchvision:nope", "unknown torchvision model 'nope'; the names: alexnet, convnext_base, "),  # none near
         ("hf:/no/such/config.json", "transformers configuration '/no/such/config.json' does not exist"),
+        ("hf:meta-llama/Llama-2-7b", "/meta-llama/Llama-2-7b'); a Hugging Face Hub id is never downloaded: give "
+                                     "hf:llama (its default configuration; --wopt sets its fields), or hf:PATH of "),
         ("nowhere/missing.py:MyModel", "workload file 'nowhere/missing.py' does not exist"),
         ("nonesuch_package_x.models:Net", "workload module 'nonesuch_package_x.models' cannot be imported"),
         ("mlpp", "unknown workload 'mlpp'; choose one of bert, gpt2, mlp"),
@@ -545,6 +547,15 @@ def test_a_zoo_model_whose_default_class_is_a_part_of_it_is_refused(capsys, tmp_
     task = workloads.create(spec, size="tiny").task
     workloads.resolve(spec).check_options({"task": task})  # the part, named: no refusal
     assert type(workloads.create(spec, size="tiny", options={"task": task}).build_model()).__name__ == part
+
+
+def test_a_models_folder_is_read_as_its_config_json(tmp_path):
+    """hf:FOLDER, a model's files downloaded (config.json among them), was refused as no configuration file."""
+    folder = tmp_path / "Llama-2-7b"
+    folder.mkdir()
+    (folder / "config.json").write_text('{"model_type": "llama", "num_hidden_layers": 3}')
+    source = workloads.resolve(f"hf:{folder}")
+    assert source.path == str(folder / "config.json") and source.name == "hf:Llama-2-7b/config.json"
 
 
 def test_a_module_found_nowhere_is_refused_before_torch_is_imported(tmp_path, monkeypatch):

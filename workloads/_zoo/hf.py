@@ -80,8 +80,11 @@ def source(target: str) -> Source:
 
     if target.endswith(".json") or "/" in target:
         path = Path(target).expanduser().resolve()
+        if path.is_dir() and (path / "config.json").is_file():  # a model's folder, downloaded: its configuration
+            path = path / "config.json"
         if not path.is_file():
-            raise ConfigError(f"transformers configuration {target!r} does not exist (looked for {str(path)!r})")
+            raise ConfigError(f"transformers configuration {target!r} does not exist (looked for {str(path)!r})"
+                              + _hub_id_words(target, CONFIG_MAPPING.keys()))  # fmt: skip
         fields = _read_config(path)
         if fields["model_type"] not in CONFIG_MAPPING:  # else refused later, as if no task fitted it
             raise ConfigError(f"transformers configuration {path.name}: "
@@ -90,6 +93,19 @@ def source(target: str) -> Source:
     if target not in CONFIG_MAPPING:
         raise unknown("transformers model type", target, CONFIG_MAPPING.keys())
     return _source(f"hf:{target}", f"hf:{target}", {"model_type": target})
+
+
+def _hub_id_words(target: str, model_types) -> str:
+    """Where `target` reads as a Hugging Face Hub id (meta-llama/Llama-2-7b, no .json), that ddpbench downloads
+    nothing, and the model type its name holds (the longest, hyphens and underscores aside: llama), as the spec
+    to give: it was refused as a missing file, with no word on what to give instead."""
+    if target.endswith(".json") or target.count("/") != 1 or target.startswith((".", "/", "~")):
+        return ""
+    plain = target.partition("/")[2].lower().replace("-", "").replace("_", "")
+    held = [kind for kind in model_types if kind.replace("-", "").replace("_", "") in plain]
+    given = f"hf:{max(held, key=len)} (its default configuration; --wopt sets its fields)" if held else "hf:MODEL_TYPE"
+    return (f"; a Hugging Face Hub id is never downloaded: give {given}, or hf:PATH of the model's config.json, "
+            f"downloaded yourself")  # fmt: skip
 
 
 def _read_config(path: Path) -> dict[str, Any]:
