@@ -191,6 +191,10 @@ def _describe_workload(name: str, counts: dict, options: dict, inputs: dict | No
                 + (f": {full_is}" if full_is else "")
                 + (f": {ignored} ignored: parameters fp32, --dtype picks the compute" if ignored else ""))  # fmt: skip
     inputs = inputs or {}
+    if counts and all(isinstance(count, str) for count in counts.values()):  # timm not installed: nothing to count
+        console.say(f"  unavailable at every --size ({next(iter(counts.values()))}): nothing counted, its name and "
+                    f"options unchecked, and bench skips its rows until then")  # fmt: skip
+        return
     one = not yours and len(counts) > 1 and len(set(counts.values())) == 1 and not isinstance(counts["full"], str)
     if one:  # the --wopt given fix every size's shape: one model, said once, --size only its input
         alike = len(set(inputs.values())) <= 1  # none said (a registered model's) or one for all

@@ -262,6 +262,17 @@ def test_a_vision_transformer_is_tiny_at_tiny_size_not_its_weights_input(name, t
     assert logits.shape == (2, 10)
 
 
+def test_without_timm_list_says_so_once_and_offers_no_bench(monkeypatch, capsys):
+    """`list timm:resnet50` without timm said each size unavailable, then "counted on the meta device; bench it:
+    ... --size full", a bench that skips every row, and hf's "its configuration's fields" as its options."""
+    monkeypatch.setattr("importlib.util.find_spec", lambda name, *a: None if name == "timm" else object())
+    assert cli.main(["list", "timm:nonesuch"]) == 0
+    assert capsys.readouterr().out.splitlines()[1:] == [
+        "  unavailable at every --size (needs the Python package timm (pip install timm)): nothing counted, its name "
+        "and options unchecked, and bench skips its rows until then"
+    ]
+
+
 def test_without_timm_its_rows_are_skipped_with_how_to_install_it(monkeypatch):
     monkeypatch.setattr("importlib.util.find_spec", lambda name, *a: None if name == "timm" else object())
     workload = workloads.resolve("timm:resnet18").create(size="tiny", options={})
