@@ -33,7 +33,9 @@ def resolve(spec: str):
                            build=lambda *, size, options: REGISTRY.create(spec, size=size, **options),
                            check_options=lambda options: _check_registered(spec, options))  # fmt: skip
     if not _zoo.is_spec(spec):
-        raise ConfigError(f"unknown workload {spec!r}; choose one of {', '.join(names())}, or give a spec: "
+        near = " or ".join(_zoo.specs_named(spec))
+        raise ConfigError(f"unknown workload {spec!r}; " + (f"did you mean {near}? " if near else "")
+                          + f"choose one of {', '.join(names())}, or give a spec: "
                           f"FILE.py:NAME, package.module:NAME, torchvision:NAME, hf:MODEL_TYPE, timm:NAME")  # fmt: skip
     return _zoo.resolve(spec)
 

@@ -128,7 +128,9 @@ def _describer(name: str, given: list[tuple[str, tuple[str, ...]]]):
     if name in workloads.names() or _zoo.is_spec(name):
         options = _options(name, given)
         return lambda: _counted(name, options)
-    raise ConfigError(f"ddpbench list {name!r}: name a strategy ({', '.join(impls.names())}), a workload "
+    near = " or ".join(_zoo.specs_named(name))
+    raise ConfigError(f"ddpbench list {name!r}: " + (f"did you mean {near}? " if near else "")
+                      + f"name a strategy ({', '.join(impls.names())}), a workload "
                       f"({', '.join(workloads.names())}, or a spec such as hf:llama or FILE.py:NAME) or a cluster "
                       f"profile ({', '.join(cluster.builtin_names())}, or a .toml file)")  # fmt: skip
 

@@ -533,6 +533,8 @@ def test_ddps_unused_parameters_are_named_not_given_by_index(tmp_path, single_ra
         ("nowhere/missing.py:MyModel", "workload file 'nowhere/missing.py' does not exist"),
         ("nonesuch_package_x.models:Net", "workload module 'nonesuch_package_x.models' cannot be imported"),
         ("mlpp", "unknown workload 'mlpp'; choose one of bert, gpt2, mlp"),
+        ("convnext_tiny", "unknown workload 'convnext_tiny'; did you mean torchvision:convnext_tiny? choose one of "),
+        ("llama", "unknown workload 'llama'; did you mean hf:llama? choose one of bert, gpt2, mlp"),
         ("model:", "workload 'model:' is not a spec"),
     ],
 )  # fmt: skip
@@ -558,6 +560,14 @@ def test_a_zoo_model_whose_default_class_is_a_part_of_it_is_refused(capsys, tmp_
     task = workloads.create(spec, size="tiny").task
     workloads.resolve(spec).check_options({"task": task})  # the part, named: no refusal
     assert type(workloads.create(spec, size="tiny", options={"task": task}).build_model()).__name__ == part
+
+
+def test_list_of_a_zoo_name_without_its_zoo_names_the_spec(capsys):
+    """`list vit_b_16` named the strategies, workloads and clusters there are, not torchvision:vit_b_16."""
+    assert cli.main(["list", "vit_b_16"]) == 2
+    assert capsys.readouterr().err.startswith("ddpbench: error: ddpbench list 'vit_b_16': did you mean "
+                                              "torchvision:vit_b_16? name a strategy (")  # fmt: skip
+    assert workloads._zoo.specs_named("xlm-roberta") == ["hf:xlm-roberta"] and workloads._zoo.specs_named("x/y") == []
 
 
 def test_a_models_folder_is_read_as_its_config_json(tmp_path):

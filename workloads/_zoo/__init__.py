@@ -68,6 +68,27 @@ def unfindable(spec: str) -> str | None:
     )
 
 
+def specs_named(name: str) -> list[str]:
+    """The zoo specs a bare name stands for (vit_b_16: torchvision:vit_b_16; llama: hf:llama), read from the installed
+    packages' files without importing them, for the refusal of a name given without its zoo: `list vit_b_16` and
+    `--workloads llama` named the registered workloads and the spec forms alone."""
+    import importlib.util
+    import re
+    from pathlib import Path
+
+    specs = [f"torchvision:{name}"] if name in (torchvision_names() or ()) else []
+    try:
+        found = importlib.util.find_spec("transformers")
+    except (ImportError, ValueError):
+        found = None
+    if found is not None and found.submodule_search_locations and re.fullmatch(r"[\w-]+", name):
+        folder = Path(next(iter(found.submodule_search_locations)), "models", name.lower().replace("-", "_"))
+        for path in sorted(folder.glob("configuration_*.py")):
+            kinds = re.findall(r'^\s+model_type = "([^"]+)"', path.read_text(encoding="utf-8"), re.M)
+            specs += [f"hf:{kind}" for kind in kinds if kind.replace("-", "_") == folder.name]
+    return list(dict.fromkeys(specs))
+
+
 @functools.cache  # read once a process, however many specs name torchvision
 def torchvision_names() -> frozenset[str] | None:
     """The names `torchvision.models.list_models(module=torchvision.models)` gives (`vision.torchvision_source`'s),
