@@ -560,6 +560,8 @@ def test_a_zoo_model_whose_default_class_is_a_part_of_it_is_refused(capsys, tmp_
     task = workloads.create(spec, size="tiny").task
     workloads.resolve(spec).check_options({"task": task})  # the part, named: no refusal
     assert type(workloads.create(spec, size="tiny", options={"task": task}).build_model()).__name__ == part
+    with pytest.raises(ConfigError, match=r"benches that part; hf:llama4_text is its text model\)$"):
+        workloads.resolve("hf:llama4").check_options({})  # a multimodal model whose text model has its own type
 
 
 def test_list_of_a_zoo_name_without_its_zoo_names_the_spec(capsys):

@@ -35,9 +35,11 @@ def check_task(name: str, model_type: str, task: str, *, by_default: bool = Fals
     alone of an architecture trained whole at another task: hf:whisper built WhisperForCausalLM, its decoder without
     the encoder (its cross-attention unused, so DDP failed), and hf:clip CLIP's vision tower alone."""
     if by_default and (whole := whole_class(model_type)) and whole[0] != class_name(model_type, task):
-        raise ConfigError(f"{name} is not benched: transformers trains {model_type} whole as {whole[0]} ({whole[1]}), "
-                          f"which ddpbench makes no batch for; {class_name(model_type, task)}, its {task} class, is "
-                          f"a part of it alone (--wopt task={task} benches that part)")  # fmt: skip
+        raise ConfigError(
+            f"{name} is not benched: transformers trains {model_type} whole as {whole[0]} ({whole[1]}), "
+            f"which ddpbench makes no batch for; {class_name(model_type, task)}, its {task} class, is "
+            f"a part of it alone (--wopt task={task} benches that part{_text_model(model_type)})"
+        )
     if task not in TASKS:
         raise ConfigError(f"{name} task {task!r} is not one of {', '.join(TASKS)}")
     if task not in tasks(model_type):
@@ -82,3 +84,10 @@ def whole_class(model_type: str) -> tuple[str, str] | None:
         if whole := getattr(modeling_auto, mapping, {}).get(model_type):
             return whole, trains_on
     return None
+
+
+def _text_model(model_type: str) -> str:
+    """', or hf:llama4_text, its text model alone', where transformers has a model type of that name."""
+    from transformers import CONFIG_MAPPING
+
+    return f"; hf:{model_type}_text is its text model" if f"{model_type}_text" in CONFIG_MAPPING else ""
