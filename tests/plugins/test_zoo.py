@@ -562,6 +562,12 @@ def test_a_zoo_model_whose_default_class_is_a_part_of_it_is_refused(capsys, tmp_
     assert type(workloads.create(spec, size="tiny", options={"task": task}).build_model()).__name__ == part
     with pytest.raises(ConfigError, match=r"benches that part; hf:llama4_text is its text model\)$"):
         workloads.resolve("hf:llama4").check_options({})  # a multimodal model whose text model has its own type
+    with pytest.raises(
+        ConfigError,
+        match=r"whole as Gemma3ForConditionalGeneration \(text from images and text, on "
+        r"both together\), its causal_lm class too, .* does not feed; hf:gemma3_text",
+    ):
+        workloads.resolve("hf:gemma3").check_options({"task": "causal_lm"})  # failed in every rank: no vocab_size
 
 
 def test_list_of_a_zoo_name_without_its_zoo_names_the_spec(capsys):

@@ -33,8 +33,16 @@ def check_task(name: str, model_type: str, task: str, *, by_default: bool = Fals
     """A task transformers has no model of this type for is bad input (it once failed in every rank), and so is one
     chosen `by_default` (neither --wopt task nor the configuration's `architectures` named it) whose class is a part
     alone of an architecture trained whole at another task: hf:whisper built WhisperForCausalLM, its decoder without
-    the encoder (its cross-attention unused, so DDP failed), and hf:clip CLIP's vision tower alone."""
-    if by_default and (whole := whole_class(model_type)) and whole[0] != class_name(model_type, task):
+    the encoder (its cross-attention unused, so DDP failed), and hf:clip CLIP's vision tower alone. A type whose
+    class at `task` is that whole model is refused at any task: gemma3's, fed tokens alone, failed in every rank."""
+    whole, built = whole_class(model_type), class_name(model_type, task)
+    if whole and whole[0] == built:
+        raise ConfigError(
+            f"{name} is not benched: transformers trains {model_type} whole as {built} ({whole[1]}), "
+            f"its {task} class too, which ddpbench's {task} batch (no images, no audio) does not "
+            f"feed{_text_model(model_type)}"
+        )
+    if by_default and whole and whole[0] != built:
         raise ConfigError(
             f"{name} is not benched: transformers trains {model_type} whole as {whole[0]} ({whole[1]}), "
             f"which ddpbench makes no batch for; {class_name(model_type, task)}, its {task} class, is "
