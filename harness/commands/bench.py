@@ -221,6 +221,15 @@ def _native_bf16() -> bool:
 
 
 def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
+    from harness.launch import bench_run
+
+    try:
+        return _session(args, command=command)
+    finally:
+        bench_run.release_runs()  # its run's lock ends with it, though the process (a script, a test) goes on
+
+
+def _session(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
     from harness.analysis.verdicts.environment import fault_words, injected_fault
     from harness.launch import launcher as launch
     from harness.launch import repeats

@@ -5,10 +5,12 @@ write (`--resume`, `--retry-failed`'s failed configurations set aside first); th
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime
 import fcntl
 import json
+import logging
 import os
 import shutil
 import socket
@@ -24,8 +26,9 @@ from harness.results.invocation import resume_command
 from harness.results.layout import RunFolder
 
 POLL_S = 0.5
-_held: dict[Path, int] = {}
-"""The run folders this process holds, by path: their lock's file descriptor, open until the process exits."""
+_held: dict[Path, int | None] = {}
+"""The run folders this session holds, by path: their lock's file descriptor (None where the file system could
+not lock it), open until `release_runs` at the session's end."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -191,8 +194,10 @@ def hold_run(run: Path, run_id: str) -> None:
 
     Two sessions in one run folder (a `--resume` while the run, or another resume, still runs) would both
     run what is left and overwrite each other's rows: one session's measurements lost unsaid. The lock is
-    flock's, so the kernel drops it when the holder exits however it ends (kill -9 included): a stale lock
-    never blocks a resume. The file keeps the holder's pid, host and start, for the refusal to name them.
+    flock's, so the kernel drops it when the holder exits however it ends (kill -9 included): on a local disk a
+    stale lock never blocks a resume (on NFS a crashed node's lock lasts until the server's lease on it ends).
+    Where the file system cannot flock at all, a one-line warning says so and the session runs unlocked. The file
+    keeps the holder's pid, host and start, for the refusal to name them; `release_runs` lets go at the session's end.
     """
     key = Path(run).resolve()
     if key in _held:
@@ -208,10 +213,28 @@ def hold_run(run: Path, run_id: str) -> None:
             "a second one would run its configurations again over its rows; wait for it to end (or stop it), then "
             f"{resume_command(run_id, Path(run).parent)} runs what it left"
         ) from None
+    except OSError as error:  # no flock on this file system (some NFS, Lustre mounted without it): run unlocked
+        os.close(fd)
+        logging.getLogger("ddpbench").warning(
+            f"run {run_id!r}'s folder cannot be locked ({error.strerror or error}): another session resuming it "
+            "at the same time would not be refused, and the two would run its configurations over each other's rows"
+        )
+        _held[key] = None
+        return
     since = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     os.ftruncate(fd, 0)
     os.write(fd, json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "since": since}).encode())
     _held[key] = fd
+
+
+def release_runs() -> None:
+    """Let go of every run folder this session holds, at its end: a process that goes on (a script, a test calling
+    the command again) must not keep refusing another session's --resume of a run it finished."""
+    while _held:
+        fd = _held.popitem()[1]
+        if fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(fd)  # closing the file drops its flock
 
 
 def _holder(fd: int) -> str:

@@ -4,7 +4,11 @@ configurations again and keeps their failed rows in retried/."""
 
 from __future__ import annotations
 
+import argparse
+import errno
+import fcntl
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -15,7 +19,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from harness import cli
-from harness.results import contention, store
+from harness.results import contention, layout, store
 
 TINY = ["--impls", "naive,flat", "--no-baseline", "--size", "tiny", "--gpus", "1", "--steps", "2", "--warmup", "2"]
 
@@ -150,6 +154,36 @@ def test_a_resume_while_another_session_runs_the_run_is_refused_and_sets_nothing
     from harness.launch import bench_run
 
     bench_run.hold_run(run, "failures")  # the killed holder's lock went with it
+    bench_run.release_runs()
+
+
+def test_a_folder_flock_cannot_lock_is_run_unlocked_with_one_warning(tmp_path, monkeypatch, caplog):
+    """Some NFS mounts and Lustre without flock fail the call outright (ENOLCK, EOPNOTSUPP): once a traceback,
+    exit 1 and an empty run folder left; now a one-line warning and the session goes on."""
+    from harness.launch import bench_run
+
+    def no_flock(fd, operation):
+        raise OSError(errno.ENOLCK, os.strerror(errno.ENOLCK))
+
+    monkeypatch.setattr(bench_run.fcntl, "flock", no_flock)
+    bench_run.hold_run(tmp_path, "unlockable")
+    warned = [r.getMessage() for r in caplog.records]
+    assert len(warned) == 1 and "run 'unlockable''s folder cannot be locked (No locks available)" in warned[0]
+    assert "\n" not in warned[0]
+    bench_run.release_runs()
+
+
+def test_a_session_that_ends_lets_go_of_its_run_though_the_process_goes_on(tmp_path, monkeypatch):
+    from harness.commands import bench as bench_command
+    from harness.launch import bench_run
+
+    monkeypatch.setattr(bench_command, "_session", lambda args, command: bench_run.hold_run(tmp_path, "ended") or 0)
+    assert bench_command.run(argparse.Namespace(), command=()) == 0
+    other = os.open(tmp_path / layout.SESSION_LOCK, os.O_RDWR)  # another session's open file: its flock would
+    try:  # fail (BlockingIOError) while this process still held the run
+        fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    finally:
+        os.close(other)
 
 
 def test_resume_of_a_run_json_without_a_plan_is_refused_in_one_line(tmp_path, capsys):
