@@ -361,3 +361,22 @@ def test_a_faults_mark_is_of_the_rows_it_targets_not_every_row_run_with_it_set()
     assert targets("raise:cap=25,repeat=1", capped) and not targets("raise:cap=5", capped)
     assert targets("raise:cap=5;kill:impl=stock", capped)  # one of several
     assert targets(fault, {"config_id": "x"})  # a configuration that records nothing cannot be told apart
+
+
+def test_a_fault_targets_only_rows_with_its_rank_and_step():
+    """'slow:rank=1,ms=30' once marked the world-size-1 rows too (no rank 1 there), and a fault due at step 25
+    the rows that ran 3 + 20 steps: the rank and step pick as the ranks' own FaultRule.applies reads them."""
+    from harness.analysis.verdicts.environment import fault_rows, targets
+
+    one, two = ({"impl": "stock", "world_size": world, "repeat": 0, "steps": 20, "warmup": 3} for world in (1, 2))
+    assert not targets("slow:rank=1,ms=30", one) and targets("slow:rank=1,ms=30", two)
+    assert targets("raise:rank=1,step=22", two) and not targets("raise:rank=1,step=23", two)
+    assert targets("slow:rank=1,ms=30,step=22", two) and not targets("slow:rank=1,ms=30,step=23", two)
+    server = {"impl": "rpc_hybrid", "world_size": 2, "extra_ranks": 1, "steps": 20, "warmup": 3}
+    assert targets("raise:rank=2,step=40", server) and not targets("raise:rank=3", server)  # its forward calls
+    assert targets("raise:rank=1,step=99", {"impl": "stock"})  # steps and world not recorded: cannot be told apart
+    assert targets("melt:rank=1", one)  # a fault this ddpbench cannot read cannot be told apart either
+    meta = {"environment": {"env_vars": {"DDPBENCH_FAULT": "slow:rank=1,ms=30"}},
+            "configurations": [{**one, "config_id": "w1"}, {**two, "config_id": "w2"}],
+            "sessions": [{"started_at": "2026-12-07T12:23:12+00:00"}]}  # fmt: skip
+    assert fault_rows(meta, [{"configurations": ["w1", "w2"], "started_at": 1796646192.5}]) == ["w2"]

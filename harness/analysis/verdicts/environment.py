@@ -51,31 +51,38 @@ def session_faults(meta: dict) -> list[tuple[float, str]]:
 
 def targets(fault: str, configuration: dict) -> bool:
     """Whether `fault` (a DDPBENCH_FAULT, checked when its run began: KIND[:CONDITION=VALUE,…], ';' between several)
-    picks `configuration` (run.json's) as a rank's Fault.applies does: by its strategy, world size, repeat and cap
-    (the rank and step pick within it); a `slow` fault never holds the baseline. A condition the configuration does
-    not record picks it: it cannot be told apart."""
+    could fire in `configuration` (run.json's), read as the ranks read it (`FaultRule`): its strategy, world size,
+    repeat and cap match, it has the rank (rpc_hybrid's server counted), and the step falls within its warm-up and
+    steps (a server counts forward calls, not steps); a `slow` fault never holds the baseline. What the
+    configuration does not record picks it, as does a fault this ddpbench cannot read: neither can be told apart."""
     from harness.analysis import roles
+    from harness.config.faults import FaultRule
 
-    recorded = {"impl": configuration.get("impl"), "world": configuration.get("world_size"),
-                "repeat": configuration.get("repeat"),
-                "cap": (configuration.get("impl_options") or {}).get("bucket_cap_mb")}  # fmt: skip
-    for one in filter(None, (part.strip() for part in fault.split(";"))):
-        kind, _, conditions = one.partition(":")
-        pairs = dict(c.split("=", 1) for c in conditions.split(",") if "=" in c)
-        asked = {key.strip(): value.strip() for key, value in pairs.items() if key.strip() in recorded}
-        held = kind.strip() != "slow" or recorded["impl"] != roles.baseline_name()
-        if held and all(recorded[key] is None or _same(key, value, recorded[key]) for key, value in asked.items()):
+    for text in filter(None, (part.strip() for part in fault.split(";"))):
+        try:
+            rule = FaultRule.parse(text)
+        except ValueError:
+            return True
+        if rule.kind == "slow" and configuration.get("impl") == roles.baseline_name():
+            continue
+        if _could_fire(rule, configuration):
             return True
     return False
 
 
-def _same(key: str, asked: str, recorded: Any) -> bool:
-    if key == "impl":
-        return asked == str(recorded)
-    try:
-        return float(asked) == float(recorded)
-    except (TypeError, ValueError):
+def _could_fire(rule, configuration: dict) -> bool:
+    """FaultRule.applies at some rank and step of the configuration (its unrecorded conditions taken as asked)."""
+    recorded = {"impl": configuration.get("impl"), "world": configuration.get("world_size"),
+                "repeat": configuration.get("repeat"),
+                "cap": (configuration.get("impl_options") or {}).get("bucket_cap_mb")}  # fmt: skip
+    site = {key: getattr(rule, key) if value is None else value for key, value in recorded.items()}
+    if not rule.applies(**site, rank=rule.rank, step=rule.step):
         return False
+    world, steps, warmup = (configuration.get(key) for key in ("world_size", "steps", "warmup"))
+    if world is not None and rule.rank >= world + (configuration.get("extra_ranks") or 0):
+        return False  # no such rank: 'slow:rank=1' at world size 1
+    trains = world is None or rule.rank < world  # a parameter server's "steps" are its forward calls
+    return not (trains and steps is not None and rule.step >= steps + (warmup or 0))
 
 
 def fault_rows(meta: dict, launches: list[dict] | None) -> list[str] | None:
