@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import importlib.metadata
+import re
 from collections.abc import Iterator
 from typing import ClassVar, Literal
 
@@ -44,18 +45,35 @@ ALL_GATHERS_BLOCK = (
 """The `comm_note` of an fsdp row on a GPU: its exposed communication reads high, its hidden share low."""
 
 
+def torch_release() -> tuple[int, ...]:
+    """(major, minor) of the installed torch: its dist-info's, read without importing torch (list and compare import
+    none); a torch without one (a source build run in place) has only torch.__version__, which imports it."""
+    try:
+        version = importlib.metadata.version("torch")
+    except importlib.metadata.PackageNotFoundError:
+        version = str(torch.__version__)
+    return tuple(int(part) for part in re.findall(r"\d+", version)[:2])
+
+
+class _Fp16RefusedBeforeTorch25:
+    """FSDP's `fp16_refused`, read at first use, not when the class is defined: every command that lists the
+    strategies defines it, and one whose torch could not be read would fail them all."""
+
+    def __get__(self, instance: object, owner: type | None = None) -> str:
+        if torch_release() >= (2, 5):
+            return ""
+        return (
+            "torch < 2.5's grad scaler checks each rank's gradient shards apart: its ranks could skip different steps"
+        )
+
+
 @register("fsdp", description="FSDP2 fully_shard per block and root (parameters, gradients, optimizer state sharded)")
 @dataclasses.dataclass(kw_only=True)
 class FSDP(StrategyDefaults):
     gradient_traffic: ClassVar[str] = "sharded"  # reduce-scatter, and all-gathers of the parameters
     shards_state: ClassVar[bool] = True  # parameters, gradients and optimizer state
     # fp16's grad scaler checks each rank's DTensor shards for infs; torch 2.5 all-reduces that check (its PR 132816)
-    fp16_refused: ClassVar[str] = (
-        ""
-        if tuple(map(int, importlib.metadata.version("torch").split(".")[:2]))
-        >= (2, 5)  # torch.__version__'s, unimported
-        else "torch < 2.5's grad scaler checks each rank's gradient shards apart: its ranks could skip different steps"
-    )
+    fp16_refused: ClassVar[str] = _Fp16RefusedBeforeTorch25()  # type: ignore[assignment]
     reshard_after_forward: bool = option(
         True,
         "Free each block's gathered parameters after its forward and gather them again for backward (less"

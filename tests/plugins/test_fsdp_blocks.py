@@ -216,3 +216,20 @@ def test_fp32_parameters_under_bf16_autocast_train_exactly_like_one_process(sing
         optimizer.zero_grad(set_to_none=True)
     outcome = reference.compare(strategy.full_state_dict(model), expected)
     assert outcome.max_abs_diff == 0, outcome  # before: 1.1e-5 in stem.weight, within its fp32 tolerance
+
+
+def test_a_torch_without_dist_info_reads_its_version_from_torch_at_first_use(monkeypatch):
+    """A source build of torch has no dist-info: importlib.metadata.version raised PackageNotFoundError when fsdp's
+    class was defined, and every command listing the strategies failed. Read at first use, torch's own version."""
+    import importlib.metadata
+
+    fsdp = impls.entry("fsdp").cls
+
+    def no_dist_info(name):
+        raise importlib.metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(importlib.metadata, "version", no_dist_info)
+    monkeypatch.setattr(torch, "__version__", "2.4.1a0+gitabc")
+    assert fsdp.fp16_refused.startswith("torch < 2.5's grad scaler")
+    monkeypatch.setattr(torch, "__version__", "2.10.0a0+gitabc")
+    assert fsdp.fp16_refused == ""
