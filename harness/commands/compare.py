@@ -186,8 +186,8 @@ def _noise_first(too_few: int, loaded: list[str]) -> str:
 def _unfinished(run: Path, which: str) -> list[str]:
     """'NEW (id) has no summary.json: still running, …': a run compared before its end (a CI job that compared
     against a run still going read its first configurations as the whole run, and nothing said so)."""
+    from harness.commands.console.invoked import resume_hint
     from harness.commands.summary import earlier_sessions
-    from harness.results.invocation import run_words
     from harness.results.layout import SUMMARY_JSON
 
     summary = earlier_sessions(run)  # {}: none written (or unreadable)
@@ -195,8 +195,8 @@ def _unfinished(run: Path, which: str) -> list[str]:
         return [f"{which} ({run.name}) has no {SUMMARY_JSON}: still running, or stopped before its end; only what "
                 "it had written is compared"]  # fmt: skip
     if summary.get("complete") is False:
-        return [f"{which} ({run.name}) was stopped before its end (bench --resume {run_words(run.name, run.parent)} "
-                "finishes it); only what it measured is compared"]  # fmt: skip
+        return [f"{which} ({run.name}) was stopped before its end ({resume_hint(run.name, run.parent)} finishes it); "
+                "only what it measured is compared"]  # fmt: skip
     return []
 
 

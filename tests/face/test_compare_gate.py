@@ -8,6 +8,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from harness import cli
+from harness.commands.console import invoked
 from harness.results import store
 
 KEYS = {"impl": "stock", "impl_options": "{}", "workload": "mlp", "size": "tiny", "world_size": 2, "nnodes": 1}
@@ -331,9 +332,9 @@ def test_a_run_compared_before_its_end_is_said_so(tmp_path, capsys):
     assert "NEW (new) has no summary.json: still running, or stopped before its end" in out.err, out.err
     store.write_json(tmp_path / "r" / "new" / "summary.json", {"complete": False})
     _, out = compare(capsys, tmp_path / "r")
-    # its folder is no default results/: the command carries it, and runs as printed
-    stopped = f"NEW (new) was stopped before its end (bench --resume new --results {tmp_path / 'r'} finishes it)"
-    assert stopped in out.err, out.err
+    resume = invoked.resume_hint("new", tmp_path / "r")  # its --results too: from elsewhere it finds the run
+    assert f"NEW (new) was stopped before its end ({resume} finishes it)" in out.err, out.err
+    assert f"--results {tmp_path / 'r'}" in resume
     assert "BASE (base)" not in out.err  # a run at its end is not named
 
 
