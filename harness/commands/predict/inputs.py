@@ -100,9 +100,11 @@ def matching_setups(run_dir: Path, args: argparse.Namespace) -> list[dict]:
         and other_batch
         and args.batch_size
         and (getattr(args, "local_step_ms", None) or stepless)
-        and (args.cluster)
+        and args.cluster
     ):
-        return other_batch  # your step at your batch is given: memory is counted there (memory_batch), the rest scales
+        # your step at your batch is given (--local-step-ms), or the run is a CPU's, whose profile gives no step at
+        # any batch: memory is counted at your batch (memory_batch), the rest scales
+        return other_batch
     if not chosen:
         have = ", ".join(map(setup_text, setups))
         bench = " ".join(f"{flag} {getattr(args, key)}" for key, flag in BENCH_FLAGS.items() if getattr(args, key))
@@ -127,7 +129,8 @@ def _on_the_cpu(run_dir: Path) -> bool:
 
 def memory_batch(args: argparse.Namespace, setup: dict) -> int | None:
     """The batch a rank to count memory at where --batch-size asks another than the predicted setup's (accepted with
-    --local-step-ms: `matching_setups`); None where it is the setup's own."""
+    --cluster, and --local-step-ms or a CPU run's profile, which gives no step at any batch: `matching_setups`);
+    None where it is the setup's own."""
     asked = getattr(args, "batch_size", None)
     return asked if asked and asked != int(setup.get("batch_size") or 0) else None
 
