@@ -38,7 +38,11 @@ SIZES = ("tiny", "small", "full")
 
 def no_grad(function: Callable) -> Callable:
     """`function` run under torch.no_grad(), as torch's decorator runs it, with torch imported at its first call
-    rather than where it is defined: a plug-in defining one imports no torch until a strategy runs (`lazy_module`)."""
+    rather than where it is defined: a plug-in defining one imports no torch until a strategy runs (`lazy_module`).
+    Not for generator functions: calling one only makes the generator, so grad mode would be restored before its
+    body runs (torch's own decorator wraps each resumption instead): one is refused where it is defined."""
+    if inspect.isgeneratorfunction(function):
+        raise TypeError(f"@no_grad does not cover a generator's body ({function.__qualname__}); use torch.no_grad()")
 
     @functools.wraps(function)
     def without_grad(*args: Any, **kwargs: Any) -> Any:

@@ -70,3 +70,15 @@ def test_every_plugins_entry_and_options_are_read_without_torch():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     strategies, models, torch_imported = done.stdout.split()
     assert int(strategies) > 5 and int(models) > 5 and torch_imported == "False", done.stdout
+
+
+def test_no_grad_refuses_a_generator_whose_body_it_would_not_cover():
+    """Calling a generator function only makes the generator: grad mode would be back on before its body ran."""
+    from harness.protocols import no_grad
+
+    def steps():
+        yield 1
+
+    with pytest.raises(TypeError, match=r"@no_grad does not cover a generator's body \(.*steps\)"):
+        no_grad(steps)
+    assert no_grad(lambda: 2)() == 2
