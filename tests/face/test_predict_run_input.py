@@ -248,6 +248,16 @@ def test_out_rows_carry_what_reproduces_their_efficiency_and_float_columns(tmp_p
             "--page FILE.html</code>") in banner  # fmt: skip
 
 
+@pytest.mark.parametrize(("compute", "optimizer", "offered"), [(0.0001, 2.3441, 2.35), (0.0, 1.5, 1.51),
+                                                               (0.5, 998.9, 1000.0), (12.3, 0.0, 12.3)])  # fmt: skip
+def test_the_step_offered_is_rounded_up_and_above_its_optimizers_pass(compute, optimizer, offered):
+    """Rounded to the nearest, 0.0001 ms of compute over a 2.3441 ms optimizer pass offered 2.34 ms, which the
+    command it was offered in warned was less than its optimizer's step can take."""
+    from harness.commands.console.predict.scaling import offered_step_ms
+
+    assert offered_step_ms(compute, optimizer) == offered and offered > optimizer
+
+
 def test_a_folder_of_runs_given_as_a_run_is_refused_naming_its_runs(tmp_path, capsys):
     _copy("cpu_run", tmp_path / "results")
     for network in (["--cluster", "dgx-h200"], ["--busbw", "10GB/s"]):
