@@ -28,9 +28,10 @@ def fit_phrase(rows: pd.DataFrame, capacity_gib: float, *, terse: bool = False) 
 
 def _tight_batch(row: pd.DataFrame, batch: int, capacity_gib: float) -> str:
     """', tight: at 3 with room' where the largest batch that fits leaves under COUNT_BELOW_PEAK of the count, as the
-    batch with room (roomy_batch, the console's header and the answer's) is said elsewhere; '' where it has room."""
+    batch with room (roomy_batch, the console's header and the answer's) is said elsewhere (', tight: no batch has
+    room' where even batch 1 leaves too little); '' where it has room."""
     roomy = int(largest_batch(row, capacity_gib / (1 + COUNT_BELOW_PEAK)).iloc[0])
-    return "" if roomy >= batch else f", tight: at {roomy} with room" if roomy else ", tight: at none with room"
+    return "" if roomy >= batch else f", tight: at {roomy} with room" if roomy else ", tight: no batch has room"
 
 
 def _fit_phrase(

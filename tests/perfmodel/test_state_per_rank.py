@@ -168,6 +168,9 @@ def test_where_nothing_fits_the_batch_a_rank_at_which_each_would_is_said():
         memory_words.batch_words(roomy[roomy["world_size"] == 64], 80) == "at batch 4 a rank or fewer stock would fit"
     )
     assert memory_words.batch_words(rows[rows["strategy"] == "zero"], 80) == ""
+    crowded = pd.DataFrame({"strategy": ["stock"], "world_size": [8], "total_mb": [70 * 1024.0],
+                            "activation_mb": [8 * 1024.0], "batch_size": [8], "buckets_mb": [5 * 1024.0]})  # fmt: skip
+    assert fits.fit_phrase(crowded, 80).endswith("at batch 5 a rank or fewer it would, tight: no batch has room)")
     # a review's: one that fits already is no advice to shrink, and one that keeps nothing has no bound (no crash)
     odd = pd.DataFrame({"strategy": ["none kept", "fits"], "world_size": [8, 8], "total_mb": [90 * 1024.0, 1024.0],
                         "activation_mb": [0.0, 1024.0], "batch_size": [8, 8]})  # fmt: skip
