@@ -83,7 +83,8 @@ def _can_go_on(args: argparse.Namespace, config: BenchConfig, plan, found: tuple
     still = [v for v in standing.open if not v.given_up]
     if not repeats.within_max(standing, config.max_repeats):
         need = max((v.repeats_needed for v in decide.sizing(still, config.max_repeats)), default=0)
-        way = f": to decide {'it' if len(still) == 1 else 'them'}, {rounds.new_run_command(config.command, need)}"
+        run = rounds.new_run_command(config.command, ("--max-repeats", str(need)))
+        way = f": to decide {'it' if len(still) == 1 else 'them'}, {run}"
         console.say(f"ddpbench: run {plan.run_id}: nothing to resume: its {counted(len(still), 'open verdict')} "
                     f"need{'s' * (len(still) == 1)} more repeats than its --max-repeats {config.max_repeats}, which "
                     f"--resume keeps{way if need else ''}; nothing was written")  # fmt: skip

@@ -97,8 +97,16 @@ def test_the_last_word_keeps_a_verdict_given_up_whose_reference_ran_on_for_anoth
 def test_the_new_run_drops_the_flags_it_replaces_however_abbreviated():
     """argparse takes a unique prefix: '--max-rep 4 --budg 1m' stayed in the new run beside its --max-repeats 9."""
     command = ("ddpbench", "bench", "--max-rep", "4", "--budg=1m", "--run-i", "a", "--impls", "stock", "--steps", "3")
-    said = rounds.new_run_command(command, 9)
+    said = rounds.new_run_command(command, ("--max-repeats", "9"))
     assert said.endswith(" bench --impls stock --steps 3 --max-repeats 9"), said
+    assert rounds.new_run_command((), ("--max-repeats", "9")) == "the same command with --max-repeats 9"
+
+
+def test_a_dropped_flag_that_takes_no_value_keeps_the_flag_after_it():
+    """--largest-only takes no value: dropped as a one-value flag, the --gpus after it went too."""
+    command = ("ddpbench", "bench", "--impls", "zero", "--largest", "--gpus", "2", "--run-id", "a1")
+    said = rounds.fresh_run_command(command, (), drop={"--largest-only": 0})
+    assert said.endswith(" bench --impls zero --gpus 2"), said
 
 
 def test_a_measuring_only_strategys_need_sets_no_new_runs_max_repeats(capsys):

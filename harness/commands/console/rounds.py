@@ -217,7 +217,8 @@ def to_decide(standing, *, run_id: str, results: Path | str, max_repeats: int, c
         measuring = all(v.instrument for v in sizing)  # no strategy to deploy left open: theirs size it, said so
         whose = " of a strategy to deploy" if not measuring and any(v.instrument for v in beyond if v.reachable) else ""
         only = "; only verdicts of strategies that measure, none to deploy, are open" if measuring else ""
-        console.say(f"ddpbench: {head}: {new_run_command(command, need)} (the most an open verdict{whose} "
+        run = new_run_command(command, ("--max-repeats", str(need)))
+        console.say(f"ddpbench: {head}: {run} (the most an open verdict{whose} "
             f"needs at the spread and ratio seen{took}{rough}{only}{_measuring_only(beyond, need)}; the verdicts "
             "decided here stop early again); --resume "
             f"keeps this run's --max-repeats {max_repeats}, on which its verdicts' error rate rests")  # fmt: skip
@@ -241,28 +242,32 @@ DROPPED = {"--max-repeats": 1, "--budget": 1, "--run-id": 1, "--resume": 1, "--r
 and how many values each takes."""
 
 
-def new_run_command(command: tuple[str, ...], max_repeats: int) -> str:
-    """The run's command as a new run with `--max-repeats` and no --budget (it runs until decided or that many
-    repeats): a command to paste, as ddpbench was called here (a resume refuses a new --max-repeats: the error
-    rate its looks keep rests on it). 'the same command with …' where the run's command is not known."""
-    said = fresh_run_command(command, ("--max-repeats", str(max_repeats)))
-    return f"a new run: {said}" if said else f"the same command with --max-repeats {max_repeats}"
+def new_run_command(command: tuple[str, ...], more: tuple[str, ...], *, drop: dict[str, int] | None = None) -> str:
+    """'a new run: ddpbench bench … MORE' (fresh_run_command's: the run's command with `more`, as ddpbench was called
+    here; a resume refuses a new --max-repeats, or --repeats: the error rate its looks keep rests on them), 'the same
+    command with MORE' where the run's command is not known."""
+    said = fresh_run_command(command, more, drop=drop)
+    return f"a new run: {said}" if said else f"the same command with {' '.join(more)}"
 
 
 def fresh_run_command(
-    command: tuple[str, ...], more: tuple[str, ...], *, options: tuple[str, ...] = (), drop: tuple[str, ...] = ()
+    command: tuple[str, ...],
+    more: tuple[str, ...],
+    *,
+    options: tuple[str, ...] = (),
+    drop: dict[str, int] | None = None,
 ) -> str:
-    """The run's bench command as a new run (DROPPED's flags left out, and `drop`'s, each with its one value; the --opt
-    of each of `options`' keys too, which `more` sets again) with `more` after it, as ddpbench was called here; ''
-    where the run's command is not known."""
+    """The run's bench command as a new run (DROPPED's flags left out, and `drop`'s, each with as many values as it
+    takes there: {"--repeats": 1, "--largest-only": 0}; the --opt of each of `options`' keys too, which `more` sets
+    again) with `more` after it, as ddpbench was called here; '' where the run's command is not known."""
     import shlex
 
     from harness.commands.console.invoked import ddpbench_command
 
-    if len(command) < 2:
+    if not known_command(command):
         return ""
     full = _full_names(command[2:]) if command[1] == "bench" else {}
-    dropped = {**DROPPED, **dict.fromkeys(drop, 1)}
+    dropped = {**DROPPED, **(drop or {})}
     words, skip = [], 0
     for k, word in enumerate(command[1:], start=1):
         if skip:
@@ -284,6 +289,11 @@ def with_timeline(note: str, command: tuple[str, ...]) -> str:
 
     again = fresh_run_command(command, ("--bucket-timeline",)) if command else ""  # the run was without it
     return f"{note.removesuffix(UNHOOKED)}{again} measures it" if again and note.endswith(UNHOOKED) else note
+
+
+def known_command(command: tuple[str, ...]) -> bool:
+    """Whether the run recorded its command (a program and its subcommand at least)."""
+    return len(command) >= 2
 
 
 def _at(command: tuple[str, ...], k: int) -> str:
@@ -356,14 +366,14 @@ def to_decide_fixed(
         else:
             most = ("--max-repeats", str(need)) if need > max_repeats else ()
             pace += "; auto, less" if pace else ""
-            instead = " in place of auto" if (run := fresh_run_command(command, ("--repeats", "auto", *most),
-                                                                       drop=("--repeats",))) else ""  # fmt: skip
+            again = ("--repeats", "auto", *most)
+            way = new_run_command(command, again, drop={"--repeats": 1})
+            instead = " in place of auto" if known_command(command) else ""  # the command shown has it
             every = (
                 f", or with --repeats {need}{instead} (every configuration {need} times{pace})"
                 if need > repeats
                 else ""
             )
-            way = f"a new run: {run}" if run else f"the same command with {' '.join(('--repeats', 'auto', *most))}"
             console.say(f"ddpbench: to decide {which}: {way} (it repeats only "
                         f"the configurations they rest on, until each is decided){every}; "
                         "--resume adds no repeats to a finished run")  # fmt: skip

@@ -99,8 +99,7 @@ def no_state(run_dir, rows: pd.DataFrame) -> None:
     worlds = sorted({int(w) for w in rows["world_size"].dropna()}) if "world_size" in rows else []
     measured = f"run {meta.get('run_id', run_dir.name)} measured each strategy at {_ranks(worlds)} alone"
     if (meta.get("config") or {}).get("ladder") is False and max(worlds, default=1) > 1:
-        command = tuple(w for w in meta.get("command") or () if not (len(w) > 4 and "--largest-only".startswith(w)))
-        rerun = fresh_run_command(command, ())
+        rerun = fresh_run_command(tuple(meta.get("command") or ()), (), drop={"--largest-only": 0})
         fix = f"bench the ladder of world sizes, without --largest-only{f': {rerun}' if rerun else ''}"
     else:
         fix = "bench at --gpus 2 too"
