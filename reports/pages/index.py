@@ -76,9 +76,9 @@ def lead_words(group: pd.DataFrame, found: list[decide.Verdict]) -> list[str]:
     it): ['fastest'], ['leads; too few repeats'], …; where the next is not the reference, it is named, and the run's
     own verdict of the leader against the reference follows in the console's words ('vs stock: faster, at 0.61×
     stock's step (1.64× faster)'): the verdict --repeats auto decided, which the lead over the next is not."""
-    contenders = legend.deployable(group[~group["is_floor"]])
-    if len(contenders) < 2:
-        return []
+    contenders = legend.deployable(measured := group[~group["is_floor"]])
+    if len(contenders) < 2:  # as the run page's lead(): a peer that failed or was skipped is not beaten
+        return legend.only_one(measured)
     caveat = winner.lead_caveat(group) or "fastest"  # as the header promises
     best, runner, reference = contenders.iloc[0], contenders.iloc[1], winner.reference_row(group)
     mine = _verdict_of(best, found) if reference is not None and best["strategy"] != reference["strategy"] else None

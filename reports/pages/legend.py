@@ -49,6 +49,17 @@ def passed_over(contenders: pd.DataFrame) -> str:
     return f"{' and '.join(above)} ran faster but {'is' if len(above) == 1 else 'are'} not a strategy to deploy"
 
 
+def only_one(contenders: pd.DataFrame) -> list[str]:
+    """['the only strategy measured'] ('… to deploy measured' beside instruments passed over) where `contenders` (the
+    floor left out) hold one strategy to deploy and no other, as the run page's lead() says it: hf:whisper's index
+    and console answer read a bare 'fsdp 24.87 ms' where stock had failed, as if fsdp had beaten it; [] otherwise
+    (two or more, or only instruments, which not_to_deploy says 'none to deploy' of)."""
+    kept = deployable(contenders)
+    if len(kept) != 1 or roles.described(kept.iloc[0]["impl"])[1]:
+        return []
+    return [f"the only strategy {'to deploy ' * bool(passed_over(contenders))}measured"]
+
+
 def not_to_deploy(best: pd.Series) -> list[str]:
     """What the run page says of the leader it names that bars deploying it, for a reader who sees the name alone
     (the index): 'not a strategy to deploy' where only instruments ran (`deployable` keeps them then; the legend says

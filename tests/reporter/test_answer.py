@@ -84,6 +84,20 @@ def test_an_instrument_ranked_first_is_not_the_answer_which_names_the_fastest_to
     assert legend.deployable(frame[~frame["is_floor"]])["impl"].tolist() == ["stock", "naive"]  # judged against below
 
 
+def test_the_index_says_a_leader_alone_is_the_only_strategy_measured_as_the_run_page_does(configs):
+    """hf:whisper's stock failed (DDP: unused parameters): the index and the console's answer read a bare 'fsdp
+    24.87 ms', as if fsdp had beaten stock, where its run page said 'fsdp is the only strategy measured'."""
+    alone = configs[configs["impl"].isin(["local", "stock"])]
+    assert winner.headline(pooled.ranked(alone, workload="gpt2")).startswith(
+        "At 2 ranks: <b>stock</b> is the only strategy measured ("
+    )
+    assert pages.run_headline(alone) == "gpt2/small, 2 ranks: <b>stock</b> 100.0 ms (the only strategy measured)"
+    beside = configs[configs["impl"] != "naive"]  # an instrument ran faster: the only one to deploy, as the page says
+    assert pages.run_headline(beside).endswith("100.0 ms (the only strategy to deploy measured; bucketed ran faster "
+                                               "but is not a strategy to deploy)")  # fmt: skip
+    assert "the only strategy" not in pages.run_headline(configs)  # two to deploy: a lead, judged
+
+
 def test_the_index_says_what_the_run_page_says_of_a_leader_not_to_deploy(configs):
     """A walkthrough's index read 'leading strategy to deploy … 2 ranks: bucketed 510.2 ms' where stock had failed:
     bucketed, the only row left, is not one to deploy and failed parity, as its run page says."""
