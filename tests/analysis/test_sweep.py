@@ -319,7 +319,12 @@ def test_the_cap_tables_cap_is_the_one_its_answer_gives_not_a_flat_sweeps_fastes
     flat = sweep.recommendations(one_bucket, steps)
     table = run_sections.recommendation_table(flat)
     assert "<th>cap (MiB), as the answer says</th>" in table and "<td>any</td>" in table and "<td>5</td>" not in table
-    assert f"<td>{flat['best_step_ms'].iloc[0]:.2f}</td>" in table and "their launches pooled)</th>" in table
+    assert "their launches pooled)</th>" in table
+    # the step and its interval as the headline rounds it ('145.0 ms'), not '144.96' with '94.80–221.67' beside it
+    wide = run_sections.recommendation_table(
+        flat.assign(best_step_ms=144.96, best_ci_low_ms=94.8, best_ci_high_ms=221.67)
+    )
+    assert "<td>145.0</td>" in wide and "<td>94.80–221.7</td>" in wide and "144.96" not in wide
     tied = flat.assign(equivalent_caps_mb=json.dumps([1.0, 5.0]))  # flat among some caps: those
     assert run_sections.cap_cell(tied.iloc[0]) == "any of 1, 5"
     decided = sweep.recommendations(*sweep_rows({1.0: 80.0, 25.0: 100.0}, repeats=stats.PAIRED_FROM))

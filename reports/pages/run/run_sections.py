@@ -36,6 +36,7 @@ from reports.figures.captions import (
 from reports.pages import alerts, pooled
 from reports.pages.html import HEADING_NAME, FigureList, code_spans, esc, format_number, name_html, shared_link, table
 from reports.pages.notes import offset
+from reports.pages.notes.winner import milliseconds
 from reports.pages.run import takeaways
 
 
@@ -187,12 +188,12 @@ def recommendation_table(frame: pd.DataFrame) -> str:
     rows = []
     for r in frame.itertuples():
         row = pd.Series(r._asdict())
-        interval = sweep.interval_text(r.best_ci_low_ms, r.best_ci_high_ms)
+        interval = _step_interval(r.best_ci_low_ms, r.best_ci_high_ms)
         answer, gain = sweep.answer(row, why=False), sweep.versus_reference(row) or sweep.no_reference_ratio(row)
         rows.append([
             esc(r.workload), esc(sweep.label(row)), esc(aggregate.world_label(int(r.world_size))),
             f"<b>{esc(answer)}</b>" if r.decision == "recommend" else esc(answer),
-            esc(cap_cell(row)), f"{r.best_step_ms:.2f}", interval, gain, esc(r.repeats), esc(r.noise or ""),
+            esc(cap_cell(row)), _step(r.best_step_ms), interval, gain, esc(r.repeats), esc(r.noise or ""),
         ])  # fmt: skip
     head = ["workload", "strategy", "world size", "answer", "cap (MiB), as the answer says",
             "the fastest cap's step (ms, geometric mean of repeats; caps of one layout, their launches pooled)",
@@ -208,6 +209,18 @@ def recommendation_table(frame: pd.DataFrame) -> str:
         "(no options: first bucket 1 MiB). No recommendation at world size 1 (nothing is communicated).</p>"
         + table(head, rows)
     )
+
+
+def _step(ms: float) -> str:
+    """A step in the cap table as the answer's headline rounds it (winner.milliseconds, its unit in the head): a
+    page read '145.0 ms' above and '144.96' here, one figure at two precisions."""
+    return milliseconds(ms).removesuffix(" ms")
+
+
+def _step_interval(low: float, high: float) -> str:
+    """sweep.interval_text at the step's rounding (`_step`): '94.80–221.7' beside 145.0, not '94.80–221.67'."""
+    said = sweep.interval_text(low, high)
+    return f"{_step(low)}–{_step(high)}" if said and said != sweep.TOO_WIDE else said
 
 
 def time_section(run: RunData, workloads: list[str], figs: FigureList) -> str:
