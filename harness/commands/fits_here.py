@@ -249,6 +249,7 @@ def too_large_here(
     import workloads
     from harness.commands.console.plan import available_bytes, ddp_rank_bytes
     from harness.measure import meta_counts
+    from harness.results.units import human_bytes
 
     count, gpu = parameter_count(name, size, options), torch.cuda.is_available()
     many = many and not gpu and not isinstance(count, str) and count > SHORT_PARAMETERS
@@ -274,13 +275,6 @@ def too_large_here(
     return (f"a DDP rank holds about {human_bytes(rank)} of {', '.join(parts[:-1])} and {parts[-1]} at batch {batch}"
             f"{input_text(workload, positions=False)}, fp32, {named}{defaults}{total} more than the "
             f"{human_bytes(memory)} {where}")  # fmt: skip
-
-
-def human_bytes(count: float) -> str:
-    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if count >= scale:
-            return f"{count / scale:.1f} {unit}"
-    return f"{count:.0f} B"
 
 
 def human_count(count: int) -> str:

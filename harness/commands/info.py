@@ -10,7 +10,6 @@ import json
 from harness.commands import console
 from harness.commands.fits_here import (
     bench_smaller,
-    human_bytes,
     human_count,
     input_text,
     parameter_count,
@@ -18,6 +17,7 @@ from harness.commands.fits_here import (
     widths_given,
 )
 from harness.protocols import SIZES
+from harness.results.units import human_bytes
 
 
 def run_list(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:

@@ -12,7 +12,8 @@ import pandas as pd
 
 from harness.analysis import roles
 from harness.perfmodel.fits import COUNT_BELOW_PEAK, fit_phrase, largest_batch
-from harness.perfmodel.memory import mib_text, need_mb, unrecorded
+from harness.perfmodel.memory import mib_text, need_mb, unrecorded, unsharded_mb
+from harness.results.units import human_bytes
 
 
 def activation_words(rows: pd.DataFrame, *, holds: str = "", totals: bool = True, seq2seq: bool = False) -> str:
@@ -212,3 +213,22 @@ def fit_words(state: pd.DataFrame, capacity_gib: float) -> str:
     said = [f"{name} {fit_phrase(rows, capacity_gib)}" for name, rows in state.sort_values("world_size").groupby(
         "strategy", sort=False)]  # fmt: skip
     return "; ".join([*said, *filter(None, [unrecorded(state)])])
+
+
+FSDP_SIZES = ("param_bytes", "root_param_bytes", "root_grad_bytes", "largest_block_bytes", "largest_block_grad_bytes")
+"""The model's counts (modelinfo.counts_on_meta's, a run's columns of the same names) fsdp_bf16_figures needs."""
+
+
+def fsdp_bf16_figures(full) -> str:
+    """FSDP2's bytes a step at param_dtype=bf16 beside fp32 (reduce_dtype fp32, its default), counted from the
+    model's sizes (`full`: FSDP_SIZES, a dict or a row), said alike by predict's console and the what-if page: 'its
+    all-gathers would assemble 1.0 GiB a step, not 2.0 GiB (…), and a rank would hold 160.0 MiB unsharded at its
+    peak, not 256.1 MiB (…)': the parameters its all-gathers assemble (each block's twice, before its forward and
+    again before its backward, the root's once) and what it holds unsharded at its peak (memory.unsharded_mb)."""
+    sizes = {key: float(full[key]) for key in FSDP_SIZES}
+    gathered = 2 * (sizes["param_bytes"] - sizes["root_param_bytes"]) + sizes["root_param_bytes"]
+    fp32, bf16 = (unsharded_mb(**sizes, kept=False, param_scale=scale) * 2**20 for scale in (1.0, 0.5))
+    return (f"its all-gathers would assemble {human_bytes(gathered / 2)} a step, not {human_bytes(gathered)} (each "
+            f"block's parameters twice, the root's once), and a rank would hold {human_bytes(bf16)} unsharded at its "
+            f"peak, not {human_bytes(fp32)} (the root and the largest block gathered, their gradients; reduce-scatters "
+            "stay fp32, its reduce_dtype)")  # fmt: skip

@@ -138,20 +138,10 @@ def fsdp_bf16_what_if(setup: dict | None, configs, trained: dict | None) -> None
 
 
 def fsdp_bf16_words(full: dict) -> str:
-    """FSDP2's bytes a step at fp32 and at param_dtype=bf16 (reduce_dtype fp32, its default), from the model's counts
-    (modelinfo.counts_on_meta's): the parameters its all-gathers assemble (each block's twice, before its forward and
-    again before its backward, the root's once) and what it holds unsharded at its peak (memory.unsharded_mb)."""
-    from harness.commands.fits_here import human_bytes
-    from harness.perfmodel.memory import unsharded_mb
+    """predict's what-if line of FSDP2 at param_dtype=bf16: memory_words.fsdp_bf16_figures (the page's too), said as
+    counted, not measured, and why: a CPU's run has no bf16 FSDP row."""
+    from harness.perfmodel.memory_words import fsdp_bf16_figures
 
-    blocks = full["param_bytes"] - full["root_param_bytes"]
-    gathered = 2 * blocks + full["root_param_bytes"]
-    sizes = {key: float(full[key]) for key in ("param_bytes", "root_param_bytes", "root_grad_bytes",
-                                               "largest_block_bytes", "largest_block_grad_bytes")}  # fmt: skip
-    fp32, bf16 = (unsharded_mb(**sizes, kept=False, param_scale=scale) * 2**20 for scale in (1.0, 0.5))
     return (f"what-if FSDP2 --opt param_dtype=bf16 (counted from the model, not measured: bench runs FSDP at bf16 "
-            f"on CUDA only, and this run has no such row): its all-gathers would assemble "
-            f"{human_bytes(gathered / 2)} a step, not {human_bytes(gathered)} (each block's parameters twice, the "
-            f"root's once), and a rank would hold {human_bytes(bf16)} unsharded at its peak, not {human_bytes(fp32)} "
-            "(the root and the largest block gathered, their gradients; reduce-scatters stay fp32, its reduce_dtype); "
-            "the gathers' time is priced at fp32 above")  # fmt: skip
+            f"on CUDA only, and this run has no such row): {fsdp_bf16_figures(full)}; the gathers' time is priced "
+            "at fp32 above")  # fmt: skip
