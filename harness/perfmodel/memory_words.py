@@ -12,7 +12,7 @@ import pandas as pd
 
 from harness.analysis import roles
 from harness.perfmodel.fits import COUNT_BELOW_PEAK, fit_phrase, largest_batch
-from harness.perfmodel.memory import mib_text, need_mb, unrecorded, unsharded_mb
+from harness.perfmodel.memory import compute_dtype, mib_text, need_mb, unrecorded, unsharded_mb
 from harness.results.units import human_bytes
 
 
@@ -232,3 +232,22 @@ def fsdp_bf16_figures(full) -> str:
             f"block's parameters twice, the root's once), and a rank would hold {human_bytes(bf16)} unsharded at its "
             f"peak, not {human_bytes(fp32)} (the root and the largest block gathered, their gradients; reduce-scatters "
             "stay fp32, its reduce_dtype)")  # fmt: skip
+
+
+BF16_UNCOUNTED = " (--opt param_dtype=bf16 halves what they gather: predict --cluster says the bytes, counted)"
+"""fsdp_bf16_counted's words where the rows lack the model's sizes (a run from before they were recorded): where
+the figure is said, counted from the model on the meta device (full_size_counts), not guessed here."""
+
+
+def fsdp_bf16_counted(rows: pd.DataFrame | None) -> str:
+    """'; at --opt param_dtype=bf16 (counted from the model's sizes, not measured: …) its all-gathers would assemble
+    …': the what-if page's words beside FSDP2's gathers priced in fp32, the figures predict's console counts
+    (fsdp_bf16_figures) from the model's sizes in `rows` (a setup's, as predict counts its memory: the model you will
+    train); BF16_UNCOUNTED where the rows lack them; '' where a row measured FSDP at bf16 (its own figures stand)."""
+    if rows is not None and "impl_options" in rows and (rows["impl_options"].map(compute_dtype) == "bf16").any():
+        return ""
+    sized = rows.dropna(subset=list(FSDP_SIZES)) if rows is not None and set(FSDP_SIZES) <= set(rows) else None
+    if sized is None or sized.empty or not sized["largest_block_bytes"].iloc[0]:
+        return BF16_UNCOUNTED
+    return ("; at --opt param_dtype=bf16 (counted from the model's sizes, not measured: bench runs FSDP at bf16 on "
+            f"CUDA only) {fsdp_bf16_figures(sized.iloc[0])}")  # fmt: skip

@@ -125,6 +125,39 @@ def test_the_what_if_pages_network_table_sets_a_benched_2_byte_hook_beside_ddp_a
     assert "comm_hook" not in plain and len(re.findall(r"<th>", plain)) == len(heads) - 1
 
 
+def test_the_what_if_pages_fsdp_gathers_in_fp32_give_predicts_counted_bf16_bytes_beside_them():
+    """The page said FSDP2's fp32 gathers 'param_dtype=bf16 would halve them' with no figure, while predict's console
+    counts them from the model's sizes: the page says the same counted figures, as counted; where its rows lack the
+    sizes, where the figure is; and nothing where the run measured FSDP at bf16."""
+    from harness.commands.console.predict.full_size import fsdp_bf16_words
+    from harness.perfmodel.clusters.cluster import load
+    from harness.perfmodel.memory_words import BF16_UNCOUNTED, FSDP_SIZES
+    from reports.pages.whatif import memory as wm
+
+    group = pd.DataFrame({"world_size": [8], "nodes": [1], "bucket_cap_mb": [25.0], "size": ["small"],
+                          "full_size_mb": [1024.0], "full_size_comm_ms": [10.0], "full_size_last_ms": [1.2],
+                          "zero_full_size_broadcast_ms": [6.0], "fsdp_full_size_gather_ms": [11.0],
+                          "fsdp_full_size_scatter_ms": [5.5]})  # fmt: skip
+    gib = 2**30
+    sizes = {"param_bytes": 8 * gib, "root_param_bytes": 2 * gib, "root_grad_bytes": 2 * gib,
+             "largest_block_bytes": gib, "largest_block_grad_bytes": gib}  # fmt: skip
+    counts = pd.DataFrame([{**sizes, "impl_options": "{}"}, {**sizes, "impl_options": '{"reshard_after_forward": 0}'}])
+
+    def headline(rows):
+        said = wm.communication_section(group, load("dgx-h100"), counts=rows)
+        return html.unescape(said.split('<p class="headline">')[1].split("</p>")[0])
+
+    counted = headline(counts)
+    figures = "its all-gathers would assemble 7.0 GiB a step, not 14.0 GiB"
+    assert "the gathers in fp32; at --opt param_dtype=bf16 (counted from the model's sizes, not measured" in counted
+    assert figures in counted and "a rank would hold 4.5 GiB unsharded at its peak, not 8.0 GiB" in counted
+    console = fsdp_bf16_words(sizes)  # predict's line: the same figures, word for word
+    assert counted.split("CUDA only) ")[1].split(". How much")[0] in console
+    assert BF16_UNCOUNTED in headline(None) and BF16_UNCOUNTED in headline(counts.drop(columns=list(FSDP_SIZES[:1])))
+    measured = counts.assign(impl_options=['{"param_dtype": "bf16"}', "{}"])  # its own figures stand: nothing added
+    assert "param_dtype" not in headline(measured) and "the gathers in fp32. How much" in headline(measured)
+
+
 def test_the_what_if_page_of_a_cpu_run_gives_its_communication_and_memory_and_no_step(built):
     """A CPU's compute hides communication a GPU's shows: the site's page ranked strategies and named a cap there that
     `predict --local-step-ms MS --page` contradicted. It gives what holds on any GPU, one node to 1,024 GPUs, and
@@ -147,7 +180,7 @@ def test_the_what_if_page_of_a_cpu_run_gives_its_communication_and_memory_and_no
         "size's 0.009315 MiB of gradients: at 1024 GPUs on 128 nodes DDP's all-reduces take "
     )
     assert "ZeRO-1's broadcasts " in headline and "FSDP2's all-gathers " in headline and "unchecked" not in headline
-    assert "the gathers in fp32 (param_dtype=bf16 would halve them)" in headline  # FSDP2's default, priced
+    assert "the gathers in fp32 (--opt param_dtype=bf16 halves what they gather: predict --cluster says" in headline
     comm = page.split("FSDP2's reduce-scatters</th>")[1].split("</table>")[0]
     assert [row.split("<td>")[1].split("</td>")[0] for row in comm.split("<tr")[1:]] == [
         str(8 * 2**k) for k in range(8)

@@ -16,7 +16,7 @@ from harness.perfmodel.clusters.published import cap_caveats, checked_table
 from harness.perfmodel.fits import room_words
 from harness.perfmodel.measured import of_setup
 from harness.perfmodel.memory import mib_text, need_mb, state_per_rank, unrecorded
-from harness.perfmodel.memory_words import activation_words, fit_words
+from harness.perfmodel.memory_words import activation_words, fit_words, fsdp_bf16_counted
 from harness.perfmodel.own_check import OwnCheck, unborne_words
 from harness.perfmodel.pick import failed as gone
 from harness.perfmodel.pick import parity, ranked
@@ -341,13 +341,14 @@ def communicated(group: pd.DataFrame) -> pd.DataFrame:
 
 
 def communication_section(group: pd.DataFrame, cluster: Cluster, *, sized: bool = True, caveats: str = "",
-                          default: str = "", hooks: dict | None = None) -> str:  # fmt: skip
+                          default: str = "", hooks: dict | None = None, counts=None) -> str:  # fmt: skip
     """What the network costs a step on `cluster`, whatever computes it (the page of a CPU's profile, which ranks no
     step): per GPU count, DDP's all-reduces at each cap and the last of them, after backward; ZeRO-1's broadcasts,
     after its optimizer; FSDP2's gathers and reduce-scatters; of the model to train where its floors are in the
     rows (`full_size_mb`); `sized`: whether --size scaled the model (a file of yours: not); `caveats`: the node
     counts no published table checked, as the step answer says them; `default`: full_size.default_configuration's;
-    `hooks`: the 2-byte compression hooks the run benched, by cap (compressed.benched_hooks), DDP's beside."""
+    `hooks`: the 2-byte compression hooks the run benched, by cap (compressed.benched_hooks), DDP's beside;
+    `counts`: the setup's rows as predict counts its memory, whose model sizes give FSDP2's bytes at bf16."""
     comm, first = communicated(group), group.iloc[0]
     profiled = size_words(esc(first["size"])) if sized else "the model's"
     counted = "counted on the meta device" + (f"; the full size is {not_yours(default)}" if default else "")
@@ -359,7 +360,7 @@ def communication_section(group: pd.DataFrame, cluster: Cluster, *, sized: bool 
     last, row = most["DDP last"], most.iloc[0]
     fsdp = "" if pd.isna(row["FSDP2 gathers"]) else (
         f"; FSDP2's all-gathers {row['FSDP2 gathers']:.4g} ms and reduce-scatters {row['FSDP2 reduce-scatters']:.4g} "
-        "ms, each block's beside its compute, the gathers in fp32 (param_dtype=bf16 would halve them)")  # fmt: skip
+        f"ms, each block's beside its compute, the gathers in fp32{esc(fsdp_bf16_counted(counts))}")  # fmt: skip
     said = (f'<p class="headline"><b>What {esc(cluster.name)}\'s network costs a step</b>, whatever computes it, '
             f"with {whose}: at {int(row.world_size)} GPUs on {int(row.nodes)} nodes DDP's all-reduces take {ddp}, "
             f"overlapping backward but for the last bucket's ({last.min():.3g} to {last.max():.3g} ms, after "

@@ -217,8 +217,8 @@ def whatif_page(meta: dict, configs: pd.DataFrame, profiles: pd.DataFrame, clust
         if not steps_known(meta, local_step_ms):  # a CPU's compute: what holds on any GPU, no step to rank by
             sized = store.size_scales(meta, {"workload": group["setup_workload"].iloc[0]})  # a file of yours: never
             parts += [full_size.heading(setup, group, trained, default), asked,
-                      wm.communication_section(at, cluster, sized=sized,  # a fit's reach: the banner's
-                                               caveats=wp.unchecked(cluster, at, fitted=False),
+                      wm.communication_section(at, cluster, sized=sized, counts=counted.get(setup, (None,))[0],
+                                               caveats=wp.unchecked(cluster, at, fitted=False),  # a fit's reach
                                                default=default, hooks=benched_hooks(configs, wm.setup_of(group).get(
                                                    "workload"))),
                       figs.add(figures.communication_vs_gpus(wm.communicated(group), cluster=cluster.name, **marked),
