@@ -37,7 +37,15 @@ import statistics
 from collections.abc import Sequence
 from typing import Any
 
-from harness.analysis.overlap import Interval, clipped, compute_intervals, length, merged, minus, phase_bounds
+from harness.analysis.overlap import (
+    clipped,
+    compute_intervals,
+    in_flight_spans,
+    length,
+    merged,
+    minus,
+    phase_bounds,
+)
 
 LATE_MIN_STEPS = 10
 """A slow rank is named only from at least this many measured steps: with fewer, chance alone makes one
@@ -61,17 +69,13 @@ SMALL_PART = 0.10
 """A part under this share of the gap is not worth a word in the sentence."""
 
 
-def _spans(collectives: Sequence[dict[str, Any]], sync_end: float) -> list[Interval]:
-    return [(c["launched_ms"], c["done_ms"] if c.get("done_ms") is not None else sync_end) for c in collectives]
-
-
 def step_parts(phases: dict[str, float], collectives: Sequence[dict[str, Any]], waits: dict[int, float]) -> dict:
     """One step of one rank: compute_ms, exposed_comm_ms, waiting_ms (exposed time in which a collective
     was in flight only for a later launch elsewhere: `waits` maps the collective's bucket to how long
     it waited, counted from its launch), rest_ms (neither compute nor communication)."""
     bounds = phase_bounds(phases)
     step_end = bounds["optimizer"][1]
-    spans = _spans(collectives, bounds["sync"][1])
+    spans = in_flight_spans(phases, collectives)
     blocked = [span for span, c in zip(spans, collectives, strict=True) if c.get("blocking")]
     compute = compute_intervals(phases, [c["ready_ms"] for c in collectives], blocked)
     in_flight = merged(spans)

@@ -19,6 +19,7 @@ backward marks where gradient computation ended. A strategy that communicates af
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 Interval = tuple[float, float]
 
@@ -101,13 +102,25 @@ def step_communication(phases: dict[str, float], collectives: Sequence[dict[str,
     }  # fmt: skip
 
 
+def in_flight_spans(phases: dict[str, float], collectives: Sequence[dict[str, Any]]) -> list[Interval]:
+    """Each collective's (launched, done) in ms from the step's start. Without a completion stamp it counts
+    until the end of the sync phase; a stamp after the step's end counts until that end: on the CPU the
+    backend's completion callback runs on its own thread, and a loaded host runs it after the rank's wait
+    returned and its optimizer finished (the step's parts then added up to more than the step)."""
+    bounds = phase_bounds(phases)
+    sync_end, step_end = bounds["sync"][1], bounds["optimizer"][1]
+    return [
+        (c["launched_ms"], min(step_end, c["done_ms"]) if c.get("done_ms") is not None else sync_end)
+        for c in collectives
+    ]
+
+
 def in_flight_and_exposed(
     phases: dict[str, float], collectives: Sequence[dict[str, float]]
 ) -> tuple[list[Interval], list[Interval]]:
     """When at least one collective was in flight in the step, and when of that no compute ran (exposed), as
     intervals in ms from the step's start (`step_communication`'s figures; the bucket timeline draws them)."""
-    sync_end = phase_bounds(phases)["sync"][1]
-    spans = [(c["launched_ms"], c["done_ms"] if c.get("done_ms") is not None else sync_end) for c in collectives]
+    spans = in_flight_spans(phases, collectives)
     blocked = [span for span, c in zip(spans, collectives, strict=True) if c.get("blocking")]
     in_flight = merged(spans)
     return in_flight, minus(in_flight, compute_intervals(phases, [c["ready_ms"] for c in collectives], blocked))

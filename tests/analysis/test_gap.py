@@ -33,6 +33,14 @@ def test_a_steps_parts_add_up_to_it():
     assert sum(parts[k] for k in ("compute_ms", "exposed_comm_ms", "rest_ms")) == PHASES["step_ms"]
 
 
+def test_a_completion_stamped_after_the_step_ended_counts_only_to_its_end():
+    # the CPU's completion callback ran on its thread after the rank's wait and optimizer: stamped at 20 of 16
+    parts = gap.step_parts(PHASES, [collective(0, 8, 9), collective(1, 10, 20)], {})
+    assert parts["exposed_comm_ms"] == 4  # 10-14 (after the last gradient, then sync); 14-16 is the optimizer's
+    assert parts["rest_ms"] == 0
+    assert sum(parts[k] for k in ("compute_ms", "exposed_comm_ms", "rest_ms")) == PHASES["step_ms"]
+
+
 def test_a_wait_is_the_extra_time_in_flight_over_the_latest_launcher():
     early = [collective(0, 5, 15), collective(1, 9, 15.5)]
     late = [collective(0, 12, 15), collective(1, 12.5, 15.5)]  # launched 7 and 3.5 ms later, same completions
