@@ -26,6 +26,7 @@ def test_bench_help_and_usage_say_every_exit_code_the_code_returns(capsys):
     returned = {arguments.EXIT_OK, arguments.EXIT_FAILED, arguments.EXIT_BAD_INPUT, *arguments.EXIT_SIGNAL.values()}
     assert set(helped) == returned == {0, 1, 2, 130, 143}
     assert said_codes(USAGE.read_text()) == helped  # the docs' block is --help's
+    assert f"```text\n{arguments.BENCH_EXIT_CODES}\n```" in USAGE.read_text()  # word for word, every line
     assert bench.EXIT_SIGNAL is arguments.EXIT_SIGNAL and arguments.EXIT_SIGNAL["SIGINT"] == cli.EXIT_SIGINT
     assert "failed" in helped[arguments.EXIT_FAILED] and "SIGTERM" in helped[arguments.EXIT_SIGNAL["SIGTERM"]]
 
