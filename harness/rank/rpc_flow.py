@@ -217,7 +217,9 @@ def _train_steps(
         "round_trips_per_step": sum(t["round_trips"] for t in measured) / len(measured),
         "bytes_per_step": sum(t["bytes"] for t in measured) / len(measured),
     }
-    result = RankResult("ok", steps=steps, window_ms=window_ms, memory=held_as_row(held), rpc=rpc_figures)
+    # DDP's caps and buckets over the dense part, as an ordinary configuration records them (predict counts them)
+    result = RankResult("ok", steps=steps, window_ms=window_ms, memory=held_as_row(held), rpc=rpc_figures,
+                        layout=strategy.layout())  # fmt: skip
     state = strategy.full_state_dict(model) if cfg.judges_parity else None
     return result, (reference.state_on_cpu(state) if state is not None and session.is_main else None)
 

@@ -90,6 +90,17 @@ def test_every_rank_has_a_ranks_row_and_the_server_holds_the_table(run):
     assert ranks["held_param_mb"].tolist() == pytest.approx([dense, dense, table])
 
 
+def test_the_dense_parts_ddp_caps_and_buckets_are_recorded_as_stocks_are(run):
+    """predict counts a rank's gradient buckets from `bucket_sizes_mb`; without them it said rpc_hybrid's run was
+    "from before ddpbench recorded them"."""
+    healthy = rows(run, "none")
+    assert healthy["bucket_cap_mb"].tolist() == [25, 25]
+    model = workloads.create("recsys", size="tiny").build_model()
+    dense = sum(p.numel() * p.element_size() for n, p in model.named_parameters() if not n.startswith("embedding"))
+    for sizes in healthy["bucket_sizes_mb"]:
+        assert sum(sizes) == pytest.approx(dense / 2**20, rel=1e-3)
+
+
 def test_trainers_time_every_phase_and_the_server_has_no_steps(run):
     steps = of_healthy_world_two(run, "steps").query("not warmup")
     assert sorted(steps["rank"].unique()) == [0, 1]
