@@ -12,13 +12,15 @@ Columns a run does not have (older schemas) show as "—".
 from __future__ import annotations
 
 import json
+import shlex
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from harness.analysis import stats
+from harness.analysis import roles, stats
 from harness.analysis.verdicts import decide, sweep
-from harness.results.invocation import page_run_words
+from harness.results.invocation import DEFAULT_RESULTS, page_run_words
 from harness.results.values import options_of, parity_words
 from reports.aggregate import RunData, precision
 from reports.pages import alerts
@@ -149,7 +151,55 @@ def world_table(group: pd.DataFrame, recommendations: pd.DataFrame, *, workload:
     head = ["#", "strategy", "step (geometric mean of repeats)", f"× {decide.step_of(reference_name(reference))}",
             "bucket cap to use",
             "comm. hidden (over repeats)", "parity", "noise (median CV of repeats)"]  # fmt: skip
+    if recommendations.empty:  # no sweep: a '—' on every row read as 'no cap needed'; no_sweep_note says why
+        head, rows = _without_column(head, CAP_COLUMN), [_without_column(cells, CAP_COLUMN) for cells in rows]
     return table(head, rows, row_classes=classes)
+
+
+CAP_COLUMN = 4
+"""The answer table's 'bucket cap to use' column, left out where the run swept no cap."""
+
+SWEPT_CAPS = "1,5,10,25,50,100"
+"""The caps `make sweep` sweeps: the command a run without a sweep is pointed to."""
+
+
+def _without_column(cells: list[str], column: int) -> list[str]:
+    return cells[:column] + cells[column + 1 :]
+
+
+def _one_node_world(rows: pd.DataFrame) -> int | None:
+    """The largest world size, where every row ran on one node: the --gpus that runs it again."""
+    one_node = "nnodes" not in rows or bool((rows["nnodes"].fillna(1) == 1).all())
+    return int(rows["world_size"].max()) if one_node and len(rows) else None
+
+
+def no_sweep_note(run: RunData, workload: str) -> str:
+    """Why the answer names no bucket cap where the run swept none, and the bench that sweeps one for this run's
+    workload, size and GPUs (a team lead's second question, said where the answer is, not three sections down)."""
+    if not run.recommendations.empty:
+        return ""
+    mine = run.configs[run.configs["workload"] == workload]
+    spec = ((run.meta.get("workloads") or {}).get(workload) or {}).get("spec") or workload
+    sizes = mine["size"].dropna() if "size" in mine else pd.Series(dtype=object)
+    gpus = (run.meta.get("config") or {}).get("gpus") or _one_node_world(mine)  # a run.json without its config
+    words = ["ddpbench", "bench", "--impls", roles.reference_name(), "--workloads", str(spec)]
+    words += ["--size", str(sizes.iloc[0])] if len(sizes) else []
+    words += ["--gpus", str(gpus)] if gpus else []
+    words += ["--bucket-cap-mb", SWEPT_CAPS]
+    results = run.meta.get("results_folder")
+    words += ["--results", str(results)] if results and Path(results) != DEFAULT_RESULTS else []
+    return (
+        f"<p>No bucket cap to use: this run swept none ({_caps_ran(mine)}); <code>{esc(shlex.join(words))}</code> "
+        "sweeps it until each cap's verdict is decided (<a href=#buckets>3. Which bucket cap?</a>).</p>"
+    )
+
+
+def _caps_ran(rows: pd.DataFrame) -> str:
+    """The one cap a run without a sweep ran at: DDP's default, or the one `--bucket-cap-mb` gave (no sweep)."""
+    caps = sorted(set(rows["bucket_cap_mb"].dropna())) if "bucket_cap_mb" in rows else []
+    if set(caps) <= {stats.REFERENCE_CAP_MB}:
+        return f"DDP ran its default, {stats.REFERENCE_CAP_MB:g} MiB, a first bucket of 1 MiB"
+    return "it ran at " + ", ".join(f"{cap:g}" for cap in caps) + " MiB only"
 
 
 def answer_section(run: RunData, workloads: list[str]) -> str:
@@ -182,7 +232,8 @@ def answer_section(run: RunData, workloads: list[str]) -> str:
             explained |= said  # the buckets' why, once a page
             contenders = deployable(one_layout_pooled(group).loc[lambda rows: ~rows["is_floor"]])
             lead = optimizer_lead(contenders, reference, run)
-            parts += [f"<p class=headline>{headline(group, control)}{lead}</p>", caps, levels,
+            no_sweep = no_sweep_note(run, workload) if world == frame["world_size"].max() else ""
+            parts += [f"<p class=headline>{headline(group, control)}{lead}</p>", caps, no_sweep, levels,
                       world_table(group, verdicts, workload=workload)]  # fmt: skip
             levels = ""
             leaders.update(contenders["impl"].head(1))

@@ -3,6 +3,7 @@ comparison page: on small hand-made tables and on the golden runs."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from pathlib import Path
@@ -447,6 +448,27 @@ def test_a_swept_runs_answer_says_each_caps_verdict_under_its_headline(tmp_path)
     assert alerts.cap_verdicts(run.recommendations, workload="mlp", world=1) == ("", False)  # none at one rank
     page = answer.answer_section(run, ["mlp"])
     assert page.index("<b>Bucket cap</b>") < page.index("<table")  # before the table, under the headline
+
+
+def test_a_run_without_a_sweep_says_why_the_answer_names_no_cap_and_the_bench_that_sweeps_one(tmp_path):
+    """A newcomer asked for the bucket cap to use read a default `make bench` run's answer: its 'bucket cap to use'
+    column said '—' on every row, the reason three sections down. Without a sweep the column is left out and a line
+    under the largest world size's headline says why, with the bench that sweeps this run's workload; a swept run
+    keeps the column and says no such line."""
+    run = site.read_run(DATA / "cpu_run", pages=tmp_path)
+    assert run.recommendations.empty  # the fixture swept no cap
+    page = answer.answer_section(run, ["mlp"])
+    assert "<th>bucket cap to use</th>" not in page and page.count("No bucket cap to use: this run swept none") == 1
+    size = run.configs["size"].dropna().iloc[0]
+    command = f"ddpbench bench --impls stock --workloads mlp --size {size} --gpus 2 --bucket-cap-mb 1,5,10,25,50,100"
+    assert command in page  # runnable as printed: the reference strategy, the run's workload, size and GPUs
+    assert page.index("No bucket cap to use") < page.index("<table")  # with the answer, not below its tables
+    assert "(DDP ran its default, 25 MiB, a first bucket of 1 MiB)" in page
+    one_cap = answer.no_sweep_note(dataclasses.replace(run, configs=run.configs.assign(bucket_cap_mb=5.0)), "mlp")
+    assert "(it ran at 5 MiB only)" in one_cap  # `--bucket-cap-mb 5` alone: no sweep, and not DDP's default
+    swept = site.read_run(DATA / "bucket_sweep", pages=tmp_path)
+    said = answer.answer_section(swept, ["mlp"])
+    assert "<th>bucket cap to use</th>" in said and "No bucket cap to use" not in said
 
 
 def test_the_answer_says_what_each_strategy_is_in_its_plug_ins_words_and_which_are_no_strategy_to_deploy(tmp_path):
