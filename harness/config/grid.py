@@ -298,9 +298,23 @@ def skip_reason(cfg: Configuration) -> str | None:
     rpc_flow), from what the parent knows; None where it will run."""
     if _serves_nothing(cfg.impl, cfg.extra_ranks):
         return ("runs on one node: the parameter server is an extra rank of a single-node launch" if cfg.nnodes > 1
-                else f"workload {cfg.workload!r} has no remote part for the parameter server")  # fmt: skip
+                else no_remote_part(cfg.workload))  # fmt: skip
     return _strategy_refuses(cfg.impl, cfg.impl_options, device=cfg.device, world=cfg.world_size) or (
         cfg.make_workload().unavailable_reason(device=cfg.device)
+    )
+
+
+def no_remote_part(workload: str) -> str:
+    """Why a parameter server has nothing to serve on `workload`, and the workloads that give it something: the one
+    wording of the dry run's skip and the rank's (a newcomer read the rank's 'see WorkloadDefaults.remote_part', a
+    class in the code, and the dry run's shorter line, as two reasons)."""
+    import workloads as workload_registry
+
+    serving = [entry.name for entry in workload_registry.REGISTRY.entries() if getattr(entry.cls, "remote_part", None)]
+    has = f"{' and '.join(serving)} {'has' if len(serving) == 1 else 'have'} one: --workloads {','.join(serving)}; "
+    return (
+        f"workload {workload!r} has no remote part for the parameter server ({has * bool(serving)}"
+        "a model of your own names its own with remote_part, docs/your-model.md)"
     )
 
 

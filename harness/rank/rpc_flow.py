@@ -34,7 +34,7 @@ import torch.distributed.autograd as dist_autograd
 import torch.distributed.rpc as rpc
 
 import workloads
-from harness.config.grid import Configuration
+from harness.config.grid import Configuration, no_remote_part
 from harness.handoff import faults
 from harness.handoff.progress import StepProgress
 from harness.handoff.rank_result import ParityVerdict, RankResult, error_line
@@ -58,10 +58,7 @@ def trainer_name(rank: int) -> str:
 def unavailable_reason(cfg: Configuration, session: Session, strategy: ParameterServer, workload) -> str | None:
     """Why this configuration cannot run here (its rows are then `skipped`), or None."""
     if workload.remote_part is None:
-        return (
-            f"workload {cfg.workload!r} has no remote part for the parameter server "
-            "(see WorkloadDefaults.remote_part; e.g. recsys has one)"
-        )
+        return no_remote_part(cfg.workload)
     if cfg.nnodes > 1:
         return "runs on one node: the parameter server is an extra rank of a single-node launch"
     if cfg.device == "cuda" and cfg.backend == "nccl" and session.world_size > torch.cuda.device_count():
