@@ -86,6 +86,9 @@ def summarize(plan, wall_s: float, *, parity_failed: int = 0, run_command: tuple
     said = contention.findings(contention.read(plan.run, plan.launches, plan.session))  # this session's
     if said:
         console.warning(f"not alone on this machine: {'; '.join(said)} (plan/*{contention.SUFFIX})")
+    cap = ending.cap_line(plan.run, invoked.ddpbench_command())  # the cap the answer cannot name, and how to
+    if cap:
+        console.say(f"ddpbench: {cap}")
     console.say(f"ddpbench: {ending.answer_line(plan.run)}")  # last: the line a reader of the end looks for
     return EXIT_FAILED if failed else EXIT_OK
 

@@ -20,7 +20,7 @@ import pandas as pd
 
 from harness.analysis import roles, stats
 from harness.analysis.verdicts import decide, sweep
-from harness.results.invocation import DEFAULT_RESULTS, page_run_words
+from harness.results.invocation import DEFAULT_RESULTS, NAME, page_run_words
 from harness.results.values import options_of, parity_words
 from reports.aggregate import RunData, precision
 from reports.pages import alerts
@@ -173,29 +173,45 @@ def _one_node_world(rows: pd.DataFrame) -> int | None:
     return int(rows["world_size"].max()) if one_node and len(rows) else None
 
 
-def no_sweep_note(run: RunData, workload: str) -> str:
-    """Why the answer names no bucket cap where the run swept none, and the bench that sweeps one for this run's
-    workload, size and GPUs (a team lead's second question, said where the answer is, not three sections down)."""
-    if not run.recommendations.empty:
-        return ""
-    mine = run.configs[run.configs["workload"] == workload]
-    spec = ((run.meta.get("workloads") or {}).get(workload) or {}).get("spec") or workload
+def sweep_command(configs: pd.DataFrame, meta: dict, workload: str, *, program: str = NAME) -> str:
+    """`ddpbench bench --impls stock --workloads W --size S --gpus N --bucket-cap-mb 1,…,100 [--results DIR]`: the
+    bench that sweeps the cap of a run that swept none, for its workload, size and GPUs (the page's and the console's
+    answer both point to it)."""
+    mine = configs[configs["workload"] == workload]
+    spec = ((meta.get("workloads") or {}).get(workload) or {}).get("spec") or workload
     sizes = mine["size"].dropna() if "size" in mine else pd.Series(dtype=object)
-    gpus = (run.meta.get("config") or {}).get("gpus") or _one_node_world(mine)  # a run.json without its config
-    words = ["ddpbench", "bench", "--impls", roles.reference_name(), "--workloads", str(spec)]
+    gpus = (meta.get("config") or {}).get("gpus") or _one_node_world(mine)  # a run.json without its config
+    words = [program, "bench", "--impls", roles.reference_name(), "--workloads", str(spec)]
     words += ["--size", str(sizes.iloc[0])] if len(sizes) else []
     words += ["--gpus", str(gpus)] if gpus else []
     words += ["--bucket-cap-mb", SWEPT_CAPS]
-    results = run.meta.get("results_folder")
+    results = meta.get("results_folder")
     words += ["--results", str(results)] if results and Path(results) != DEFAULT_RESULTS else []
+    return f"{program} {shlex.join(words[1:])}"  # the program as the console names it: maybe several words
+
+
+def no_sweep_note(run: RunData, workload: str) -> str:
+    """Why the answer names no bucket cap where the run swept none, and the bench that sweeps one (a team lead's
+    second question, said where the answer is, not three sections down)."""
+    if not unswept(run.configs, run.recommendations, workload):
+        return ""
+    command = sweep_command(run.configs, run.meta, workload)
     return (
-        f"<p>No bucket cap to use: this run swept none ({_caps_ran(mine)}); <code>{esc(shlex.join(words))}</code> "
-        "sweeps it until each cap's verdict is decided (<a href=#buckets>3. Which bucket cap?</a>).</p>"
+        f"<p>No bucket cap to use: this run swept none ({caps_ran(run.configs, workload)}); <code>{esc(command)}"
+        "</code> sweeps it until each cap's verdict is decided (<a href=#buckets>3. Which bucket cap?</a>).</p>"
     )
 
 
-def _caps_ran(rows: pd.DataFrame) -> str:
+def unswept(configs: pd.DataFrame, recommendations: pd.DataFrame, workload: str) -> bool:
+    """Whether the run swept no cap, though `workload` ran a strategy that has one (a row that records its cap)."""
+    rows = configs[configs["workload"] == workload]
+    capped = "bucket_cap_mb" in rows and bool(rows["bucket_cap_mb"].notna().any())
+    return recommendations.empty and (capped or bool(roles.is_reference(rows).any()))  # older rows record no cap
+
+
+def caps_ran(configs: pd.DataFrame, workload: str) -> str:
     """The one cap a run without a sweep ran at: DDP's default, or the one `--bucket-cap-mb` gave (no sweep)."""
+    rows = configs[configs["workload"] == workload]
     caps = sorted(set(rows["bucket_cap_mb"].dropna())) if "bucket_cap_mb" in rows else []
     if set(caps) <= {stats.REFERENCE_CAP_MB}:
         return f"DDP ran its default, {stats.REFERENCE_CAP_MB:g} MiB, a first bucket of 1 MiB"

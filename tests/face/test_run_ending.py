@@ -45,6 +45,21 @@ def test_the_answer_line_names_the_leader_to_deploy_and_whether_it_is_decided(tm
     assert "<" not in line and "&" not in line  # plain words, not the index's HTML
 
 
+def test_a_run_without_a_cap_sweep_says_before_its_answer_which_bench_sweeps_one(tmp_path):
+    """A newcomer asked 'which bucket_cap_mb?' read make bench's last lines and found no cap, nor a word of why: a run
+    that swept none says what ran and the bench that sweeps it, named as ddpbench was invoked; a swept run says
+    nothing of the kind."""
+    run = tmp_path / "cpu_run"
+    shutil.copytree(DATA / "cpu_run", run)  # read only, but never a command pointed into tests/data
+    line = ending.cap_line(run, ".venv/bin/ddpbench")
+    assert line.startswith("no bucket cap swept (DDP ran its default, 25 MiB, a first bucket of 1 MiB: ")
+    assert (f".venv/bin/ddpbench bench --impls stock --workloads mlp --size tiny --gpus 2 --bucket-cap-mb "
+            f"1,5,10,25,50,100 --results {tmp_path} sweeps it") in line  # fmt: skip
+    swept = tmp_path / "bucket_sweep"
+    shutil.copytree(DATA / "bucket_sweep", swept)
+    assert ending.cap_line(swept, "ddpbench") == ""
+
+
 def test_a_run_with_no_strategy_to_deploy_measured_has_no_answer_yet(tmp_path, monkeypatch):
     from harness.results import store
     from reports.pages import index

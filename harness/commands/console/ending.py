@@ -1,6 +1,7 @@
 """A bench run's last words: the answer line, the leader to deploy and whether its lead is decided, as the report's
 index names it, or 'no answer yet: …' (the strategies whose launches cannot tell what data parallelism costs them are
-said in one line before it, as the run page says them: reports.pages.notes.offset)."""
+said in one line before it, as the run page says them: reports.pages.notes.offset); before it, where the run swept no
+bucket cap, the bench that sweeps one."""
 
 from __future__ import annotations
 
@@ -29,3 +30,22 @@ def answer_line(run: Path) -> str:
     if not answered:
         return f"no answer yet: {'; '.join(lines)} (the run page says what each configuration did)"
     return f"the answer (the strategy to deploy, at the largest world size): {'; '.join(lines)}"
+
+
+def cap_line(run: Path, program: str) -> str:
+    """Where the run swept no bucket cap though it ran a strategy that has one: what ran and the bench that sweeps it,
+    per workload, as the run page's answer says it; '' otherwise (a newcomer asked for the cap to use read the answer
+    line and found none)."""
+    from harness.results import layout, store
+    from reports.pages import answer
+
+    try:
+        meta = store.read_json(Path(run) / layout.RUN_JSON)
+    except (OSError, ValueError):
+        meta = {}
+    meta = {**meta, "results_folder": str(Path(run).parent)}
+    configs, swept = store.read_configs(run), store.read_recommendations(run)
+    unswept = [name for name in configs["workload"].dropna().unique() if answer.unswept(configs, swept, name)]
+    said = [f"{answer.caps_ran(configs, name)}: {answer.sweep_command(configs, meta, name, program=program)}"
+            for name in unswept]  # fmt: skip
+    return f"no bucket cap swept ({'; '.join(said)} sweeps it until each cap's verdict is decided)" if said else ""
