@@ -394,12 +394,44 @@ def test_prices_without_a_step_to_price_are_said_unused(tmp_path, capsys):
     assert cli.main(["predict", "--run", "cpu_run", "--results", str(tmp_path), "--cluster", "dgx-a100,dgx-h100",
                      "--nodes", "1", "--gpu-hour-price", "dgx-a100=1.8,dgx-h100=3.2"]) == 0  # fmt: skip
     said = capsys.readouterr().out
-    assert "bookings compared" not in said
+    assert "the bookings compared (" not in said  # no table: a command that compares them at estimates, below
     first, second = said.splitlines()[:2]  # why no booking, once for both, first; each cluster's prediction after
     assert first.startswith("ddpbench predict: no step, strategy to book or cap on dgx-a100 or dgx-h100: the profile's")
     assert said.count("no step, strategy to book or cap") == 1
     assert second == ("ddpbench predict: --gpu-hour-price not used: no bookings are compared without a "
                       "GPU's step (--local-step-ms MS, the one-GPU step, gives them)")  # fmt: skip
+
+
+def test_without_a_step_the_clusters_estimates_are_one_command_that_compares_them(tmp_path, capsys, monkeypatch):
+    """A user choosing between two built-ins and a .toml of their own got one command per cluster, the .toml's naming
+    its profile's name ('--cluster l4-cloud', refused: 'neither a built-in profile … nor a .toml file'), and had to
+    merge three commands by hand to see the bookings side by side."""
+    import dataclasses
+    import shlex
+
+    from harness.commands.console import invoked
+    from harness.perfmodel.clusters import cluster
+
+    monkeypatch.setattr(invoked, "ddpbench_command", lambda: "ddpbench")
+    shutil.copytree(DATA / "cpu_run", tmp_path / "cpu_run")
+    mine = tmp_path / "mine.toml"  # a profile of one's own, its name not its file's
+    mine.write_text(cluster.to_toml(dataclasses.replace(cluster.load("dgx-a100"), name="my-a100")), encoding="utf-8")
+    assert cli.main(["predict", "--run", "cpu_run", "--results", str(tmp_path), "--cluster", f"{mine},dgx-h100",
+                     "--nodes", "1", "--gpu-hour-price", "my-a100=1.8,dgx-h100=3.2"]) == 0  # fmt: skip
+    said = capsys.readouterr().out.splitlines()
+    estimates = [line for line in said if "an estimate to start from, not a measurement" in line]
+    assert len(estimates) == 2 and f" --cluster {mine} --nodes 1 --local-step-ms " in estimates[0]
+    names = ("my-a100", "dgx-h100")
+    steps = {name: float(line.rpartition("--local-step-ms ")[2]) for name, line in zip(names, estimates, strict=True)}
+    compared = said[2]  # after why no booking and the prices unused: the side by side, one command away
+    assert compared.startswith("ddpbench predict: the bookings compared at each cluster's step estimated from its")
+    command = shlex.split(compared.partition(": ddpbench ")[2])
+    assert command[command.index("--cluster") + 1] == f"{mine},dgx-h100"
+    assert command[command.index("--local-step-ms") + 1] == ",".join(f"{n}={ms:g}" for n, ms in steps.items())
+    assert command[command.index("--gpu-hour-price") + 1] == "my-a100=1.8,dgx-h100=3.2"
+    assert cli.main(command) == 0  # and it runs: the bookings compared, at the prices given
+    rows, _ = _comparison(capsys.readouterr().out)
+    assert {row[0] for row in rows} == {"my-a100", "dgx-h100"}
 
 
 @pytest.mark.parametrize(

@@ -208,6 +208,7 @@ def predict_each(args: argparse.Namespace, first, profile, caps: list[float], *,
 
     several = len(args.clusters) > 1
     frames, booked, tokens, ends, gpus, far = [], [], None, None, {}, False
+    args.step_estimates = {}  # each cluster's step estimated from FLOPs, where none was given: shared by its copies
     # the run's words once, not a cluster's: the bookings' note too, where an answer table said it
     with console.said_once() if several else contextlib.nullcontext():
         status = Status("predict")  # several: each cluster's lines held till the end, 6 to 14 s of silence first
@@ -254,6 +255,7 @@ def predict_each(args: argparse.Namespace, first, profile, caps: list[float], *,
             steps.no_step(list(gpus), optimizer=(setup or {}).get("optimizer") or "sgd",
                           share=asked.optimizer_share,
                           priced=bool(args.gpu_hour_prices))  # fmt: skip
+            scaling.say_estimates_compared(args, args.step_estimates)  # the side by side, one command away
     return 0
 
 

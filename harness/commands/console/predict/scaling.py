@@ -232,13 +232,50 @@ def say_step_estimate(args, configs, setup: dict | None, chosen, trained: dict |
     if estimate is None:
         return
     step_ms, said = estimate
+    estimates = getattr(args, "step_estimates", None)
+    if isinstance(estimates, dict):  # several clusters: their comparison's command, once each one's step is known
+        estimates[chosen.name] = step_ms
     folder = predict_input.resolve(args.run, args.results_dir)  # the run's folder: a command that runs from anywhere
+    # the profile as given: a .toml's name alone is no built-in, and its command was refused ("neither a built-in…")
+    console.say(f"ddpbench predict: {said}: {ddpbench_command()} predict --run {shlex.quote(str(folder))} "
+                f"--cluster {shlex.quote(args.cluster or chosen.name)}{_asked_flags(args, trained)} "
+                f"--local-step-ms {step_ms:g}")  # fmt: skip
+
+
+def say_estimates_compared(args, estimates: dict[str, float]) -> None:
+    """Several clusters without a step: the one command that compares their bookings at each one's estimated step
+    (say_step_estimate's, keyed by profile name), so that the side by side is one run away, not one per cluster."""
+    import shlex
+
+    from harness.commands.console.invoked import ddpbench_command
+    from harness.commands.predict import inputs as predict_input
+
+    if not getattr(args, "run", None) or len(estimates) < len(args.clusters):
+        return  # a cluster without an estimate (its GPU's peak unknown): no step to compare it at
+    folder = predict_input.resolve(args.run, args.results_dir)
+    steps = ",".join(f"{name}={ms:g}" for name, ms in estimates.items())
+    priced = getattr(args, "gpu_hour_price", None)
+    flags = _asked_flags(args, getattr(args, "train_options", None), several=True)
+    flags += f" --local-step-ms {steps}" + (f" --gpu-hour-price {shlex.quote(priced)}" if priced else "")
+    console.say(f"ddpbench predict: the bookings compared at each cluster's step estimated from its FLOPs (below; "
+                f"a floor more than a forecast): {ddpbench_command()} predict --run {shlex.quote(str(folder))} "
+                f"--cluster {shlex.quote(','.join(args.clusters))}{flags}")  # fmt: skip
+
+
+def _asked_flags(args, trained: dict | None, *, several: bool = False) -> str:
+    """The flags of the model and bookings asked, as a command repeats them: --train-wopt, --batch-size, --gpus,
+    --nodes (one cluster's: its own batch and nodes; `several`: every cluster's, each one's where given each's)."""
+    import shlex
+
     flags = "".join(f" --train-wopt {key}={value}" for key, value in (trained or {}).items())
-    flags += f" --batch-size {args.batch_size}" if getattr(args, "batch_size", None) else ""
+    each = getattr(args, "batch_size_each", None)
+    if several and isinstance(each, dict):
+        flags += " --batch-size " + shlex.quote(",".join(f"{given}={n}" for given, n in each.items()))
+    elif getattr(args, "batch_size", None):
+        flags += f" --batch-size {args.batch_size}"
     flags += f" --gpus {','.join(map(str, args.gpus))}" if getattr(args, "gpus", None) else ""  # the counts asked
     flags += f" --nodes {shlex.quote(args.nodes)}" if getattr(args, "nodes", None) else ""
-    console.say(f"ddpbench predict: {said}: {ddpbench_command()} predict --run {shlex.quote(str(folder))} "
-                f"--cluster {chosen.name}{flags} --local-step-ms {step_ms:g}")  # fmt: skip
+    return flags
 
 
 def step_estimate(args, configs, setup: dict, chosen, trained: dict | None, profile=None) -> tuple[float, str] | None:
