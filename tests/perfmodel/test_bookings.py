@@ -96,6 +96,23 @@ def test_a_tie_at_one_end_of_a_steps_range_is_said_to_be_that_ends_in_the_answer
     assert console_bookings._cells(one, None)[3] == "stock at 25 MiB (or zero, fsdp, tied)"  # the answer's order
 
 
+def test_a_booking_says_its_picks_peak_a_rank_of_its_gpus_memory_as_the_answer_table_does():
+    """A user choosing between 80 GB GPUs and 24 GB L4s read the side by side's step and cost, then had to find each
+    cluster's answer table 40-100 lines further down for what a GPU holds: stock's 20.1 GiB of an L4's 22."""
+    from harness.commands.console.predict import bookings as console_bookings
+
+    stock, fsdp = (Candidate(s, mb, True, ms, cap_mb=25.0) for s, mb, ms in
+                   (("stock", 20.1 * 1024, 100.0), ("fsdp", 14.7 * 1024, 101.0)))  # fmt: skip
+    rows = _rows({8: [105.0, 100.0]})
+    (w8,) = of_cluster("l4", 8, [rows], [{8: Choice(8, picked=[stock, fsdp], others=[])}], batch=8,
+                       capacity_gib=22.03)  # fmt: skip
+    assert w8.peak_gib == pytest.approx((20.1,))  # the booked pick's, not the one tied with it
+    assert console_bookings._cells(w8, None, peaks=True)[5] == "20.1 of 22"
+    (no_memory,) = of_cluster("dgx-h100", 8, [rows], [{}], batch=8)  # no choice made: DDP at its cap, no peak
+    assert no_memory.peak_gib == () and len(console_bookings._cells(no_memory, None)) == 7
+    assert console_bookings._cells(dataclasses.replace(w8, step_ms=()), None, peaks=True)[5] == ""  # none fits
+
+
 def test_nothing_fits_nothing_is_ranked():
     empty = Booking("dgx-h100", 1, 8, "", (), "", (), False, (), ())
     assert fastest([empty]).best == [] and fastest([empty]).decided

@@ -307,7 +307,7 @@ def run_at_ends(args: argparse.Namespace, chosen, profile, caps: list[float], *,
     backward = getattr(args, "calibrated_backward_ms", float("nan"))  # the short end's, run last: the caps' reason
     booked = of_cluster(chosen.name, chosen.gpus_per_node, frames, [_choices(f, state, chosen, errors) for f in frames],
                         batch=batch or 1, tokens=tokens, local_ms=tuple(ms for _, ms in ends),
-                        backward_ms=backward)  # fmt: skip
+                        backward_ms=backward, capacity_gib=getattr(chosen, "gpu_memory_gib", 0.0) or 0.0)  # fmt: skip
     return Ended(frames, booked, tokens, (ends[0][0], ends[1][0]) if len(ends) > 1 else None,
                  bool(getattr(args, "far_below_peak", False)))  # fmt: skip
 

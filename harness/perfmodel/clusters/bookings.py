@@ -49,6 +49,9 @@ class Booking:
     allreduce_ms: float = float("nan")  # DDP's all-reduces a step at the cap booked, at the short end (its answer's
     # 'Why': the full size's where a floor ranks it); NaN where DDP at a cap is not what is booked
     backward_ms: float = float("nan")  # backward as calibrated for this cluster's step, at the short end
+    peak_gib: tuple[float, ...] = ()  # a rank's peak as counted (the fit's need) of each strategy `book` names, at the
+    # short end: its answer table's 'peak GiB', so that the side by side says what a GPU holds; () without memory
+    capacity_gib: float = 0.0  # what a process can use of its cluster's GPU (0: the profile does not say)
 
     @property
     def bounded(self) -> bool:
@@ -66,11 +69,12 @@ class _Picked(NamedTuple):
     steps: tuple[float, float] | None  # the booked step without any own cost a CPU measured, and with all of it
     floored: bool  # a full-size floor ranks it
     own_cost_of: tuple[str, ...]  # the step models whose own cost the steps range over
+    peak_gib: tuple[float, ...] = ()  # each booked pick's need a rank, GiB, as the choice judged its fit
 
 
 def of_cluster(name: str, gpus_per_node: int, ends_rows: list[pd.DataFrame], choices: list[dict[int, Choice]], *,
                batch: int, tokens: float | None = None, local_ms: tuple[float, ...] = (),
-               backward_ms: float = float("nan")) -> list[Booking]:  # fmt: skip
+               backward_ms: float = float("nan"), capacity_gib: float = 0.0) -> list[Booking]:  # fmt: skip
     """One cluster's bookings, a GPU count each: `ends_rows`, the predicted rows at each end (one frame an end, every
     GPU count's rows; one end where the step is the cluster's own GPU's); `choices`, the choice at each end per GPU
     count ({} where none is made: no memory counted, so DDP's answer at its cap, its floor where higher, is the pick);
@@ -101,7 +105,7 @@ def of_cluster(name: str, gpus_per_node: int, ends_rows: list[pd.DataFrame], cho
                            tuple(dict.fromkeys(m for p in picks for m in p.own_cost_of)), one_end, whose,
                            local_ms if len(picks) > 1 else (), batch,
                            _allreduce_ms(first, book if steps else "", floored=any(p.floored for p in picks[:1])),
-                           backward_ms))  # fmt: skip
+                           backward_ms, picks[0].peak_gib if steps else (), capacity_gib))  # fmt: skip
     return out
 
 
@@ -132,12 +136,13 @@ def _pick(rows: pd.DataFrame, choice: Choice | None) -> _Picked:
         first = last = choice.picked[0]  # what the answer books first: the roomiest, the least machinery, the fastest
         if choice.open_on:  # the pick at each end of the own costs: without any, with all of them
             first, last = min(choice.at_ends[0], key=lambda c: c.step_ms), min(choice.at_ends[1], key=whole_step)
-            book, tied = " or ".join(c.named for c in choice.picked), ()
+            book, tied, booked = " or ".join(c.named for c in choice.picked), (), choice.picked
         else:
-            book, tied = first.named, tuple(c.strategy for c in choice.picked[1:])
+            book, tied, booked = first.named, tuple(c.strategy for c in choice.picked[1:]), choice.picked[:1]
         own = tuple(dict.fromkeys(c.model for c in (first, last) if c.bounded))
         return _Picked(book, tied, (first.step_ms, whole_step(last)),
-                       any(c.profiled_ms is not None for c in (first, last)), own)  # fmt: skip
+                       any(c.profiled_ms is not None for c in (first, last)), own,
+                       tuple(c.need_mb / 1024 for c in booked))  # fmt: skip
     row = agreement.answer_row(rows.reset_index(drop=True))
     floor = float(row.get("full_size_step_floor_ms", float("nan")))
     step = float(row["step_ms"])

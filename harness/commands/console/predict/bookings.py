@@ -28,8 +28,8 @@ from harness.perfmodel.clusters.bookings import (
 from harness.perfmodel.pick.bounds import CPU, LONG, OWN_COST_OF, SHORT, end_words, own_cost_open
 from harness.perfmodel.pick.choice_table import cost_unit
 
-RIGHT = (1, 2, 4, 5, 6, 7)
-"""The columns of figures, aligned right."""
+TEXT = ("cluster", "book")
+"""The columns of words, aligned left; every other is of figures, aligned right."""
 
 
 def compared(bookings: list[Booking], *, tokens: bool, ends: tuple[str, str] | None, note: str = "",
@@ -42,13 +42,16 @@ def compared(bookings: list[Booking], *, tokens: bool, ends: tuple[str, str] | N
     profile description, whose GPU a break-even price ratio names where there are no prices; `far_below_peak`: the
     step given is far below its GPU's peak (scaling.LOW_SHARE), so a range of it bounds it only as it assumes."""
     unit = "tokens" if tokens else "samples"
-    header = ("cluster", "GPUs", "nodes", "book", "step ms", f"{unit}/s", f"GPU-h per {cost_unit(tokens)}")
+    peaks = any(b.peak_gib for b in bookings)  # memory counted: what a GPU holds, beside its step
+    header = ("cluster", "GPUs", "nodes", "book", "step ms", *(("peak GiB a rank",) if peaks else ()), f"{unit}/s",
+              f"GPU-h per {cost_unit(tokens)}")  # fmt: skip
     header += (f"price units per {cost_unit(tokens)}",) if prices else ()
     unlike = len({b.gpus * b.batch for b in bookings}) > 1 and all(b.batch for b in bookings)
     header += ("samples a step",) if unlike else ()  # all GPUs' together, where a booking's differs from another's
-    table = [header, *((*_cells(b, prices, ends), *([f"{b.gpus * b.batch:,}"] if unlike else [])) for b in bookings)]
+    table = [header, *((*_cells(b, prices, ends, peaks=peaks), *([f"{b.gpus * b.batch:,}"] if unlike else []))
+                       for b in bookings)]  # fmt: skip
     widths = [max(len(row[k]) for row in table) for k in range(len(header))]
-    right = (*RIGHT, len(header) - 1)
+    right = [k for k, name in enumerate(header) if name not in TEXT]
     ranged = _ranged_words(bookings, ends)
     say(f"ddpbench predict: the bookings compared (the fastest each cluster's answer below books{ranged}):")
     for row in table:
@@ -120,14 +123,20 @@ def _ranged_words(bookings: list[Booking], ends: tuple[str, str] | None) -> str:
     return f"; a range: {'; '.join(why)}" if why else ""
 
 
-def _cells(b: Booking, prices: dict[str, float] | None, ends: tuple[str, str] | None = None) -> tuple[str, ...]:
+def _cells(b: Booking, prices: dict[str, float] | None, ends: tuple[str, str] | None = None, *,
+           peaks: bool = False) -> tuple[str, ...]:  # fmt: skip
+    """A booking's row; `peaks`: with its pick's peak a rank (the answer table's 'peak GiB', '20.1 / 14.7' where it
+    books several) of its GPU's memory ('20.1 of 22': GPUs of unlike memory side by side)."""
     if not b.fits:
-        return (b.cluster, str(b.gpus), str(b.nodes), "none modelled fits", "", "", "", *([""] if prices else []))
+        blank = 3 + peaks + bool(prices)
+        return (b.cluster, str(b.gpus), str(b.nodes), "none modelled fits", *([""] * blank))
     book = _ends_book(book_cell(b.book), book_cell(b.other_end)) if b.other_end else book_cell(b.book)
     book += f" (or {_tied_words(b, ends)})" if b.tied else ""
     mark = "≥" if b.at_least else ""
     cost = (mark + _span(tuple(prices[b.cluster] * h for h in b.gpu_hours), _counted),) if prices else ()
-    return (b.cluster, str(b.gpus), str(b.nodes), book, mark + _span(b.step_ms, lambda v: f"{v:.4g}"),
+    of = f" of {b.capacity_gib:.3g}" if b.capacity_gib and b.peak_gib else ""
+    peak = (" / ".join(f"{gib:.3g}" for gib in b.peak_gib) + of,) if peaks else ()
+    return (b.cluster, str(b.gpus), str(b.nodes), book, mark + _span(b.step_ms, lambda v: f"{v:.4g}"), *peak,
             ("≤" if b.at_least else "") + _span(b.per_s, _counted),
             mark + _span(b.gpu_hours, _counted), *cost)  # fmt: skip
 
