@@ -285,3 +285,7 @@ def test_the_why_names_a_gradient_larger_than_the_cap_and_what_the_runner_up_cap
     roomy = frame.assign(full_size_last_largest_mb=0.5)  # the last bucket's largest within the cap: nothing said
     assert "no cap splits" not in ranked.full_size_why(roomy.iloc[0], 200.0, 1.0)
     assert ranked.runner_up_words(frame.iloc[:1], 200.0) == ""  # one cap: no runner-up
+    # 25 Gb/s between nodes: a second of all-reduces read '1.08e+03 ms' in the Why; times are said whole from 1,000
+    slow = frame.assign(**{c: frame[c] * 10 for c in ("full_size_comm_ms", "full_size_exposed_ms")})
+    said = ranked.full_size_why(ranked.ddp_ranked_row(slow), 2000.0, 1.0, against=ranked.runner_up_words(slow, 2000.0))
+    assert "take at least 1950 ms a step" in said and "overlapping backward (2000 ms)" in said and "e+" not in said

@@ -188,13 +188,13 @@ def full_size_why(row: pd.Series, backward_ms: float, cap_mb: float, *, terse: b
     needed = ("full_size_comm_ms", "full_size_last_ms", "full_size_exposed_ms")
     if any(key not in row or pd.isna(row[key]) for key in needed) or pd.isna(backward_ms):
         return ""
-    last = (f"only after backward's last gradient: at least {row['full_size_exposed_ms']:.3g} ms exposed" if terse
-            else f"starts only after backward's last gradient, and at least {row['full_size_exposed_ms']:.3g} ms of "
-            "them stay exposed")  # fmt: skip
+    exposed, comm = ms_text(row["full_size_exposed_ms"]), ms_text(row["full_size_comm_ms"])  # never '1.08e+03'
+    last = (f"only after backward's last gradient: at least {exposed} ms exposed" if terse else "starts only after "
+            f"backward's last gradient, and at least {exposed} ms of them stay exposed")  # fmt: skip
     against = row.get("full_size_runner_up", "") if against is None else against
     return (f"at {cap_mb:g} MiB its all-reduces{run_as(row, 'full_size_algorithms')} take at least "
-            f"{row['full_size_comm_ms']:.3g} ms a step, one after another, overlapping backward ({backward_ms:.3g} "
-            f"ms); the last ({row['full_size_last_ms']:.3g} ms{last_gradient_words(row, cap_mb)}) {last}"
+            f"{comm} ms a step, one after another, overlapping backward ({ms_text(backward_ms)} "
+            f"ms); the last ({ms_text(row['full_size_last_ms'])} ms{last_gradient_words(row, cap_mb)}) {last}"
             f"{'; ' + against if isinstance(against, str) and against else ''}")  # fmt: skip
 
 
@@ -226,15 +226,15 @@ def runner_up_words(frame: pd.DataFrame, backward_ms: float) -> str:
     margin = other["full_size_step_floor_ms"] - mine["full_size_step_floor_ms"]
     how = f"{abs(margin):.2g} ms {'higher' if margin > 0 else 'lower'}" if abs(margin) >= 0.005 else "alike"
     hidden = all(r["full_size_comm_ms"] <= backward_ms for r in (other, mine))
-    spent = ", hidden behind backward either way" if hidden else f", against backward's {backward_ms:.3g} ms"
+    spent = ", hidden behind backward either way" if hidden else f", against backward's {ms_text(backward_ms)} ms"
 
     def made(r) -> str:
         n = int(r["full_size_buckets"])
-        return f"{n} buckets × {r['full_size_comm_ms'] / max(n, 1):.3g} ms = {r['full_size_comm_ms']:.3g} ms"
+        return f"{n} buckets × {ms_text(r['full_size_comm_ms'] / max(n, 1))} ms = {ms_text(r['full_size_comm_ms'])} ms"
 
     return (f"against {other['bucket_cap_mb']:g} MiB, its floor {how}: {made(other)} of all-reduces to "
-            f"{made(mine)}{spent}, and {other['full_size_exposed_ms']:.3g} ms exposed after it to "
-            f"{mine['full_size_exposed_ms']:.3g} ms")  # fmt: skip
+            f"{made(mine)}{spent}, and {ms_text(other['full_size_exposed_ms'])} ms exposed after it to "
+            f"{ms_text(mine['full_size_exposed_ms'])} ms")  # fmt: skip
 
 
 def run_as(row, column: str) -> str:
