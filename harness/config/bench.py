@@ -145,8 +145,8 @@ class BenchConfig:
     )
     repeats: int | str = flag(
         AUTO,
-        "run every configuration N times, interleaved, each a launch of its own that starts one further along "
-        "(A B C, B C A, …); each repeat is one "
+        "run every configuration N times, interleaved, each a launch of its own, every second one the order "
+        "before it backwards (A B C, C B A, B C A, A C B, …); each repeat is one "
         "piece of evidence for compare, the recommended cap and the ratios to the reference. 'auto' "
         "repeats, in launches of their own, only the configurations whose verdicts are still open, "
         "until every one is decided or out of reach, --max-repeats or --budget (docs/statistics.md)",

@@ -2,7 +2,7 @@
 world size and at one rank), derived again once a launch has written every row it pairs them with.
 
 Rank 0 derives them as it writes each row (`records.derived_metrics`), from the rows written before it. A launch's
-configurations start one further along each repeat (`grid.rotated`), so the baseline's row may come after the rows
+configurations run in another order each repeat (`grid.rotated`), so the baseline's row may come after the rows
 it divides: later in the same launch, in a launch retried after a failure, or in a later session (`--resume`). Until
 then a row holds the pooled figure of the repeats that had one, or null; `refresh` puts the same repeat's in.
 """

@@ -224,7 +224,7 @@ def run_groups(
     on_written: Callable[[Configuration], None],
     on_tick: Callable[[], None] | None = None,
 ) -> list[int]:
-    """One launch per repeat and world size: repeat by repeat (A B C, then B C A: `grid.rotated`, each time in
+    """One launch per repeat and world size: repeat by repeat (A B C, then C B A: `grid.rotated`, each time in
     fresh processes, so that a repeat is an independent piece of evidence: placement, caches, clocks
     and neighbours differ from launch to launch as they will between runs), and within a repeat every
     world size in ascending order (world size 1 first: scaling needs it)."""

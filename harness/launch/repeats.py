@@ -144,7 +144,7 @@ def _standing(config: BenchConfig, plan: BenchRun, confidence: float, *, pace: f
 
 def _run_order(next_round: list[tuple[int, int, Configuration]]) -> list[tuple[int, int, Configuration]]:
     """(repeat, place in the grid, configuration) in the order they run: interleaved (A B C, then A B C again), world
-    sizes ascending within a repeat, each repeat's launch starting one further along (`grid.rotated`)."""
+    sizes ascending within a repeat, each pair of repeats an order then its reverse (`grid.rotated`)."""
     ordered = sorted(next_round, key=lambda item: (item[0], item[2].world_size, item[1]))
     launches = itertools.groupby(ordered, key=lambda item: (item[0], item[2].world_size))
     return [item for (repeat, _), members in launches for item in grid.rotated(list(members), repeat)]

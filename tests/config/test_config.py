@@ -10,7 +10,7 @@ import torch
 from harness import cli
 from harness.commands import arguments
 from harness.config.bench import BenchConfig, ConfigError, rank_ladder
-from harness.config.grid import decides_anything, expand
+from harness.config.grid import decides_anything, expand, rotated
 
 
 def run_cli(capsys, *args: str) -> tuple[int, str, str]:
@@ -162,16 +162,17 @@ def test_options_apply_only_to_strategies_that_accept_them():
     assert len({c.config_id for c in grid}) == len(grid)
 
 
-def test_each_repeat_starts_its_launches_one_further_along_and_ids_count_as_they_run():
+def test_each_pair_of_repeats_runs_an_order_then_its_reverse_and_ids_count_as_they_run():
     """Whatever a launch's place costs or gives (the first after its processes start, the drift along it) falls
-    on each configuration in turn, not on the baseline every time."""
+    on every configuration alike, not on the baseline every time nor on the one listed after it."""
     grid = expand(BenchConfig(gpus=2, impls=("stock", "naive"), size="tiny", repeats=4), device="cpu")
     launches = {}
     for cfg in grid:
         launches.setdefault((cfg.repeat, cfg.world_size), []).append(cfg.impl)
-    assert launches[(0, 1)] == launches[(0, 2)] == launches[(3, 2)] == ["local", "stock", "naive"]
-    assert launches[(1, 2)] == ["stock", "naive", "local"] and launches[(2, 1)] == ["naive", "local", "stock"]
-    assert [launch.index("local") for key, launch in sorted(launches.items()) if key[1] == 2] == [0, 2, 1, 0]
+    assert launches[(0, 1)] == launches[(0, 2)] == ["local", "stock", "naive"]
+    assert launches[(1, 2)] == ["naive", "stock", "local"] and launches[(2, 1)] == ["stock", "naive", "local"]
+    assert launches[(3, 2)] == ["local", "naive", "stock"]
+    assert [launch.index("local") for key, launch in sorted(launches.items()) if key[1] == 2] == [0, 2, 2, 0]
     assert [c.config_id for c in grid] == sorted(c.config_id for c in grid)  # within a launch: as they run
 
 
@@ -307,3 +308,16 @@ def test_a_sweep_of_ddps_options_beside_its_defaults_has_verdicts_to_decide():
     assert not decides_anything(["local", "stock"], both, [1])  # one rank communicates nothing
     at_5 = {"stock": [{"bucket_cap_mb": 5.0, "static_graph": False}, {"bucket_cap_mb": 5.0, "static_graph": True}]}
     assert not decides_anything(["stock"], at_5, [2])  # a review's: no stock as shipped (or at 25 MiB) to hold it to
+
+
+@pytest.mark.parametrize("count", range(2, 8))
+def test_every_even_repeat_count_gives_every_configuration_the_same_mean_place(count):
+    """Rotation alone gave stock, listed after the baseline, places 1 and 0 at --repeats auto's two repeats where the
+    last option got 4 and 3: on a CPU whose early places read slow, every option read faster than stock."""
+    members = list(range(count))
+    for repeats in range(2, 2 * count + 1, 2):
+        places = {m: [rotated(members, r).index(m) for r in range(repeats)] for m in members}
+        assert {sum(p) for p in places.values()} == {repeats * (count - 1) / 2}, (repeats, places)
+    firsts = [rotated(members, r)[0] for r in range(2 * count)]
+    assert sorted(firsts) == sorted(members * 2)  # the cold first place falls on each alike, the baseline's too
+    assert all(sorted(rotated(members, r)) == members for r in range(2 * count))

@@ -143,8 +143,8 @@ def test_a_dry_run_lists_every_configuration_and_writes_nothing(capsys, tmp_path
     listed = [line.strip() for line in out.splitlines() if line.startswith("  [")]
     # local and stock at two caps, at world sizes 1 and 2, twice each (two caps to decide between: auto's start)
     assert len(listed) == 12 and listed[0].startswith("[1/12] w1 mlp/tiny local:")
-    # the second repeat's launches start one further along (the baseline last): no place is always the baseline's
-    assert listed[9].startswith("[10/12] w2 mlp/tiny stock bucket_cap_mb=1 (repeat 2):")
+    # the second repeat's launches run the first's order backwards (the baseline last): every place alike
+    assert listed[9].startswith("[10/12] w2 mlp/tiny stock bucket_cap_mb=25 (repeat 2):")
     assert "[12/12] w2 mlp/tiny local (repeat 2):" in listed[-1]
     assert "dry run: 12 configurations in 4 torchrun launches, to start (--repeats auto adds" in out
     # no earlier run in the folder: the steps' floor by FLOPs, no total: the fixed cost on top is not known yet

@@ -19,11 +19,11 @@ def test_a_round_runs_the_open_configurations_baseline_at_their_world_size_with_
     assert repeats._with_baselines(set(), by_key) == set()
 
 
-def test_a_rounds_launches_start_one_further_along_each_repeat():
-    """Being first in a launch (cold caches, the drift along it) falls on each configuration in turn, the baseline
+def test_a_rounds_launches_run_an_order_then_its_reverse():
+    """A launch's places (first: cold caches; the drift along it) fall on every configuration alike, the baseline
     included, in the rounds `--repeats auto` adds as in the planned grid."""
     config = BenchConfig(gpus=2, impls=("stock", "naive"), size="tiny", repeats=1)
     planned = [cfg for cfg in expand(config, device="cpu") if cfg.world_size == 2]  # local, stock, naive
     next_round = [(repeat, order, cfg) for repeat in (2, 3) for order, cfg in enumerate(planned)]
     ran = [(repeat, cfg.impl) for repeat, _, cfg in repeats._run_order(next_round)]
-    assert ran == [(2, "naive"), (2, "local"), (2, "stock"), (3, "local"), (3, "stock"), (3, "naive")]
+    assert ran == [(2, "stock"), (2, "naive"), (2, "local"), (3, "local"), (3, "naive"), (3, "stock")]

@@ -220,7 +220,7 @@ CONFIGS = Table(
         C("schema_version", I32, "", "the version of this format that wrote the part (see Schema versions)"),
         RUN_ID, CONFIG_ID,
         C("repeat", I32, "", "which of the `--repeats` measurements of this configuration (counted from 0, so 0 when run once; the console and the pages count from 1: repeat 0 is #1; repeats are interleaved)"),
-        C("launch_position", I32, "", "its place in the launch whose processes ran it (0: the first after they started, which also pays what is cold); a launch's configurations start one further along each repeat (`--repeats`), so that the place falls on each in turn; null where it never ran in a launch (a failure recorded for it) and in runs made before it was recorded"),
+        C("launch_position", I32, "", "its place in the launch whose processes ran it (0: the first after they started, which also pays what is cold); a pair of repeats (`--repeats`) runs an order and then its reverse, each pair starting one further along, so that every configuration's mean place is the middle; null where it never ran in a launch (a failure recorded for it) and in runs made before it was recorded"),
         C("status", STR, "", "`ok`, `failed` or `skipped`"),
         C("error", STR, "", "failed: the error's last line, naming the rank; skipped: the reason"),
         C("error_kind", STR, "", "why a failed row failed: `exception` (a Python exception), `oom` (an allocation refused: CUDA's out-of-memory, the CPU allocator's), `killed` (a rank died without an exception: a signal, a hard exit), `timeout` (no progress for `--timeout` seconds; `error` names the ranks that did not respond and where the others wait), `launch` (the launch never started a configuration); null otherwise"),
