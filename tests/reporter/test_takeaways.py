@@ -108,6 +108,21 @@ def test_the_state_says_whose_gradients_are_views_into_their_buckets():
             "where the other 2 keep a bucket copy beside theirs") in swept, swept  # fmt: skip
 
 
+def test_what_gradient_as_bucket_view_saves_is_said_as_the_buckets_the_copies_kept():
+    """A walkthrough read '64.1 MiB' a rank for stock and for gradient_as_bucket_view alike, the saving left to
+    infer: the bucket copy's size, in the rows' bucket_sizes_mb (4.04 + 28.03 MiB), is what the views save."""
+    knobs = [("{}", 0.0), ('{"gradient_as_bucket_view": true}', 32.07)]
+    rows = configs([{"impl": "stock", "world_size": 2, "step_ms_median": 10.0 + i, "mem_peak_rss_mb": 600.0,
+                     "impl_options": options, "held_param_mb": 32.07, "held_grad_mb": 32.07, "keeps_buckets": True,
+                     "held_optimizer_state_mb": 0.0, "held_grad_view_mb": view, "device": "cpu",
+                     "bucket_sizes_mb": [4.043007, 28.027344]} for i, (options, view) in enumerate(knobs)])  # fmt: skip
+    said = takeaways.memory(rows, workload="mlp")
+    assert ("where stock keeps its gradients and a bucket copy of them (32.1 MiB of buckets a rank: what the views "
+            "save)") in said, said  # fmt: skip
+    unrecorded = takeaways.memory(rows.assign(bucket_sizes_mb=None), workload="mlp")
+    assert "a bucket copy of them (on a GPU" in unrecorded and "what the views save" not in unrecorded, unrecorded
+
+
 def test_without_a_gpu_memory_ranks_the_model_state_each_rank_holds_not_the_processes_rss():
     """A walkthrough read 'the largest peak process memory (RSS) is fsdp's' on a CPU run where fsdp held half of
     stock's parameters, gradients and Adam state: RSS is mostly the interpreter and torch."""

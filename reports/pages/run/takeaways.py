@@ -277,16 +277,28 @@ def _views(held: pd.DataFrame) -> str:
     views, copies = buckets[viewed], buckets[~viewed]
     one, most = len(views) == 1, max(views[pooled.GRAD_VIEW])
     size = f"{'up to ' if min(views[pooled.GRAD_VIEW]) < most else ''}{mib_text(most)}"
+    saved = _bucket_copy(copies)
     if len(views) > 1 and all(options_of(o).get("gradient_as_bucket_view") for o in views["options"]):  # a sweep's
+        viewed = f"; with gradient_as_bucket_view=True the gradients ({size}) are views into DDP's buckets"
+        if not len(copies):
+            return viewed
         return (f"; with gradient_as_bucket_view=True ({len(views)} of them) the gradients ({size}) are views into "
-                f"DDP's buckets, where the other {len(copies)} keep a bucket copy beside theirs" if len(copies) else
-                f"; with gradient_as_bucket_view=True the gradients ({size}) are views into DDP's buckets")  # fmt: skip
+                f"DDP's buckets, where the other {len(copies)} keep a bucket copy beside theirs{saved}")  # fmt: skip
     said = f"; {', '.join(views['strategy'])}'s gradients ({size}) are views into {'its' if one else 'their'} buckets"
     if len(copies):
         lone = len(copies) == 1
         said += (f", where {', '.join(copies['strategy'])} keep{'s' * lone} {'its' if lone else 'their'} gradients and "
-                 "a bucket copy of them")  # fmt: skip
+                 f"a bucket copy of them{saved}")  # fmt: skip
     return said
+
+
+def _bucket_copy(copies: pd.DataFrame) -> str:
+    """' (32.1 MiB of buckets a rank: what the views save)': the copy's size, the buckets the rows recorded
+    (`bucket_sizes_mb`, every launch's largest), which the held state leaves out, so the saving reads as a figure."""
+    layouts = [layout for found in copies.get("bucket_layouts", ()) if found for layout in found]
+    if not layouts:
+        return ""
+    return f" ({mib_text(max(sum(layout) for layout in layouts))} of buckets a rank: what the views save)"
 
 
 def _mib(value: float) -> str:
