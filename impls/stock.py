@@ -88,11 +88,23 @@ class DDPOptions:
     def timeline_cost(self) -> str | None:
         return TIMED_HOOK_COST
 
+    def timeline_caveat(self, device: str) -> str | None:
+        return CASTS_IN_FLIGHT.format(hook=self.comm_hook) if self.comm_hook in ("fp16", "bf16") else None
+
 
 TIMED_HOOK_COST = (
     "timing DDP's buckets replaces its fused C++ all-reduce with a Python communication hook (an extra pass over "
     "every bucket: 1-6 % of a CPU step in benchmarks/strategies.py, 6-12 % on gpt2/small in benchmarks/hook_cost.py)"
 )
+
+CASTS_IN_FLIGHT = (
+    "the {hook} hook's casts counted in flight: a bucket's time runs from before the hook casts it to 2-byte floats "
+    "to after it copies the sum back into the bucket, so comm_ms holds those passes over the bucket, compute, and can "
+    "read longer than stock's though half the bytes travel (32.1 MiB cast and divided in 97 ms, copied back in 17 ms, "
+    "one CPU thread at load 18)"
+)
+"""torch's fp16/bf16_compress_hook casts inside the hook and copies back in its future's callback: the timed wrapper
+stamps the hook's call and its future, so the casts are inside the window (the console's `casts_counted` words)."""
 
 
 DDP_DEFAULTS = {

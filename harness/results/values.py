@@ -200,6 +200,9 @@ def judging_repeat_in(note: Any) -> int | None:
 
 HOOK_TIMED = "measured through a communication hook (--bucket-timeline), which its step pays"
 """How `comm_note` begins where timing a strategy's collectives cost its step (DDP's buckets timed by a hook)."""
+CASTS_COUNTED = "casts counted in flight"
+"""The words of the `comm_note` of DDP under an fp16/bf16 compression hook (impls/stock.py's CASTS_IN_FLIGHT; the
+face reads the results, not the plug-in): its time in flight holds the hook's casts, compute."""
 UNHOOKED = "--bucket-timeline measures it"
 """How `comm_note` ends where that timing was not asked for, and the step ran without it."""
 

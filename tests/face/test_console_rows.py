@@ -344,6 +344,20 @@ def test_a_timed_row_says_the_bytes_a_step_sent_beside_its_ms():
     assert "sent" not in console.describe_row({**ROW, "comm_bytes": None})  # no timeline: nothing claimed
 
 
+def test_a_compression_hooks_time_in_flight_says_it_holds_the_hooks_casts():
+    """A walkthrough read 'comm 304.2 ms/step ... 16 MiB of messages' for bf16 beside stock's 247.2 ms for 32.1 MiB,
+    with no why: torch's hook casts the bucket and copies the sum back inside the window the timeline stamps."""
+    import impls
+    from harness.results.values import HOOK_TIMED
+
+    stock, bf16 = impls.create("stock"), impls.create("stock", comm_hook="bf16")
+    assert stock.timeline_caveat("cpu") is None
+    note = f"{HOOK_TIMED}: {bf16.timeline_cost()}; {bf16.timeline_caveat('cpu')}"  # as the rank joins them
+    line = console.describe_row({**ROW, "comm_bytes": 8481792.0, "comm_note": note})
+    assert "(27.4 exposed, 24% hidden, 8.09 MiB of messages, the bf16 hook's casts counted in flight), parity" in line
+    assert "casts" not in console.describe_row({**ROW, "comm_note": f"{HOOK_TIMED}: {stock.timeline_cost()}"})
+
+
 def test_a_line_a_signal_cut_short_is_said_before_the_stop_count(tmp_path, monkeypatch):
     """SIGINT mid-bench printed [1/18], then '3 of 18 configurations saved': a configuration counted as said before
     its line was printed (the signal came while its row was read) was never said. Its line comes from catch_up, once;
