@@ -84,12 +84,13 @@ CAPTIONS = {
     "find_unused_parameters) from launch to completion. The phases' row "
     "draws in red when a collective was in flight and no compute ran (communication not hidden, taken out of the "
     "phase it fell in as the stacked bars take it: DDP waits for its last buckets inside backward), so a bucket over "
-    "the orange backward is hidden, and one over the red is not. A tick marks when a bucket was ready, where it had "
-    "to wait for an earlier bucket (buckets launch in order). A step of more than "
-    f"{timeline.MAX_BUCKET_ROWS} collectives (one per parameter) has them all in one row, each at its own time. "
-    f"Below rank 0's, each other rank's phases and its collectives in one row (every rank up to "
-    f"{timeline.MAX_RANKS_DRAWN}; above, the one whose collectives were longest in flight), on its own step's clock: "
-    "a collective in flight far longer there than on rank 0 waited for another rank's launch.",
+    "the orange backward is hidden, and one over the red is not. A grey bar before a bucket spans from when it was "
+    "ready to its launch, where it had to wait for an earlier bucket (buckets launch in order). A step of more than "
+    f"{timeline.MAX_BUCKET_ROWS} collectives (one per parameter) has them all in one row a rank, each at its own "
+    f"time. Below rank 0's phases, each other rank's (every rank up to {timeline.MAX_RANKS_DRAWN}; above, the one "
+    "whose collectives were longest in flight), and in each bucket's row a lane per rank, rank 0's on top, each "
+    "rank on its own step's clock: a bucket in flight far longer in one rank's lane than in rank 0's waited there "
+    "for another rank's launch.",
     "memory": "Bars side by side are the ranks of one configuration: a taller rank 0 is a rank-0 skew. "
     "Panels without data were not measurable on this machine (null, never 0).",
     "memory_shared": " Ranks shared a GPU here: its device peak (NVML) is the whole GPU's, every rank on it "

@@ -4,6 +4,8 @@ for another's, seen directly, without a profiler trace."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pandas as pd
 import plotly.graph_objects as go
 
@@ -16,6 +18,9 @@ from reports.figures.style import new_figure, styled
 
 PHASE_COLOURS = {"forward_ms": "#4c78a8", "backward_ms": "#f58518", "sync_ms": "#e45756", "optimizer_ms": "#72b7b2"}
 BUCKET_COLOUR = "#54a24b"
+RANK_COLOURS = (BUCKET_COLOUR, "#b279a2", "#9d755d", "#eeca3b")
+"""A bucket row's lanes, rank 0's first: none a phase's colour, so a lane never reads as compute."""
+WAITED = "ready, waiting to launch"
 MAX_BUCKET_ROWS = 24
 """Above this many collectives in a step (naive's one per parameter: 148 for gpt2), a configuration's are
 drawn in one row, each at its own time: a row each made the figure thousands of pixels tall."""
@@ -30,49 +35,81 @@ def bucket_timeline(
     configs: pd.DataFrame, timeline: pd.DataFrame, *, workload: str, world_size: int
 ) -> go.Figure | None:
     """A Gantt chart per configuration of `workload` at `world_size` that timed its collectives, in rank 0's typical
-    step: rank 0's row of phases and one row per bucket (its all-reduce from launch to completion; a tick where it
-    became ready, when that was earlier), then each other rank drawn (drawn_ranks): its phases, its collectives in
-    one row; each rank on its own step's clock: a collective in flight far longer on one rank than on rank 0 waited
-    there for another rank's launch. None when no configuration there has a timeline."""
+    step: a row of phases for each rank drawn (drawn_ranks), then one row per bucket, holding each drawn rank's
+    collective from launch to completion in a lane of its own (rank 0's on top) and, before it, the wait from ready
+    to launch where there was one; each rank on its own step's clock: a collective in flight far longer on one rank
+    than on rank 0 waited there for another rank's launch. None when no configuration there has a timeline."""
     rows = labelled(configs, workload=workload)
     rows = rows[(rows["world_size"] == world_size) & rows["config_id"].isin(timeline.get("config_id", []))]
     if rows.empty:
         return None
     figure = new_figure()
     order: list[str] = []
-    others: set[str] = set()  # how other ranks were chosen: "every other rank's", or the longest in flight
+    others: set[str] = set()  # how the ranks drawn were chosen: every rank, or rank 0 and the longest in flight
+    lanes_drawn = 1
     for config in rows.itertuples():
         timed = timeline[timeline["config_id"] == config.config_id]
         ranks = drawn_ranks(timed)
         every = len(ranks) == timed["rank"].nunique() if "rank" in timed else True
-        others |= {"every other rank's" if every else "the rank's longest in flight"} if len(ranks) > 1 else set()
+        others |= {"each rank's" if every else "rank 0's and the longest in flight's"} if len(ranks) > 1 else set()
+        lanes_drawn = max(lanes_drawn, len(ranks))
+        by_rank = {rank: timed[timed["rank"] == rank] if "rank" in timed else timed for rank in ranks}
+        who = {rank: "" if rank == 0 else f"rank {rank}{'' if every else ', longest in flight'}: " for rank in ranks}
         for rank in ranks:
-            collectives = timed[timed["rank"] == rank] if "rank" in timed else timed
-            who = "" if rank == 0 else f"rank {rank}{'' if every else ', longest in flight'}: "
-            phase_row = f"{config.label}: {who}phases"
+            phase_row = f"{config.label}: {who[rank]}phases"
             order.append(phase_row)
-            _add_phases(figure, phase_row, collectives, first=not figure.data)
-            if rank != 0 or len(collectives) > MAX_BUCKET_ROWS:
+            _add_phases(figure, phase_row, by_rank[rank], first=not figure.data)
+        if max(len(collectives) for collectives in by_rank.values()) > MAX_BUCKET_ROWS:
+            for rank, collectives in by_rank.items():
                 size = size_label(collectives["bytes"].sum())
-                name = f"{config.label}: {who}all {len(collectives)} collectives ({size})"
+                name = f"{config.label}: {who[rank]}all {len(collectives)} collectives ({size})"
                 order.append(name)
                 _add_collectives_row(figure, name, collectives)
-                continue
-            for bucket in collectives.itertuples():
-                name = f"{config.label}: {collective_name(bucket)} ({size_label(bucket.bytes)})"
-                order.append(name)
-                _add_bucket(figure, name, bucket)
+            continue
+        for key, size in _collective_rows(by_rank):
+            name = f"{config.label}: {collective_name(key)} ({size_label(size)})"
+            order.append(name)
+            for lane, (rank, collectives) in enumerate(by_rank.items()):
+                for bucket in collectives[_same_collective(collectives, key)].itertuples():
+                    _add_bucket(figure, name, bucket, rank=rank if len(ranks) > 1 else None, lane=(lane, len(ranks)))
     figure.update_yaxes(categoryorder="array", categoryarray=order, autorange="reversed")
-    then = f", then {' or '.join(sorted(others))}, each rank on its own step's clock" if others else ""
+    # two lines: one would run past a page's width and be cut
+    whose = " or ".join(sorted(others)) or "rank 0's"
+    lanes = ", a lane per rank in each bucket's row (each rank on its own step's clock)" if others else ""
     return styled(
         figure,
-        title=f"{workload} at {world_size} ranks, one typical step (rank 0's median): rank 0's phases and "
-        f"buckets{then}",
+        title=f"{workload} at {world_size} ranks, one typical step (rank 0's median):<br>{whose} phases, then its "
+        f"buckets{lanes}",
         barmode="overlay",
         xaxis={"title": "ms from the step's start" + (" (each rank's own)" if others else ""), "rangemode": "tozero"},
-        height=max(320, 28 * len(order) + 140),
+        height=max(320, row_height(lanes_drawn) * len(order) + 140),
         legend_title="segment",
     )
+
+
+def row_height(lanes: int) -> int:
+    """Pixels a row: 28 for one bar, taller where a bucket's row holds a lane per rank, so that each lane's bar
+    stays about 10 pixels thick."""
+    return max(28, 12 * lanes + 8)
+
+
+def _collective_rows(by_rank: dict[int, pd.DataFrame]) -> list[tuple[Any, float]]:
+    """The collectives to draw a row each, as (the first rank's row standing for it, its bytes): rank 0's in its
+    launch order, then any another rank alone launched; a collective is its kind and bucket index, which every
+    rank numbers alike (the strategy's bucket order)."""
+    seen: dict[tuple[str, int], tuple[Any, float]] = {}
+    for collectives in by_rank.values():
+        for collective in collectives.itertuples():
+            key = (getattr(collective, "collective", "all_reduce"), int(collective.bucket))
+            seen.setdefault(key, (collective, float(collective.bytes)))
+    return list(seen.values())
+
+
+def _same_collective(collectives: pd.DataFrame, key) -> pd.Series:
+    """Which of a rank's rows are the collective `key` (a row of another rank's, or its own)."""
+    kind = getattr(key, "collective", "all_reduce")
+    same = collectives["bucket"] == key.bucket
+    return same & (collectives["collective"] == kind) if "collective" in collectives else same
 
 
 def drawn_ranks(timed: pd.DataFrame) -> list[int]:
@@ -136,29 +173,47 @@ def _stamps(collective) -> dict:
             "blocking": bool(blocking) if pd.notna(blocking) else False}  # fmt: skip
 
 
-def _add_bucket(figure: go.Figure, row: str, bucket) -> None:
-    """The all-reduce from launch to completion; one without a completion stamp is drawn, hatched, to the
-    end of the sync phase, where the overlap figures count it until (harness.analysis.overlap)."""
+def _add_bucket(figure: go.Figure, row: str, bucket, *, rank: int | None = None, lane=(0, 1)) -> None:
+    """The all-reduce from launch to completion, in `lane` (its index, of how many) of the bucket's row, named
+    and coloured by `rank` where several ranks share the row; one without a completion stamp is drawn, hatched,
+    to the end of the sync phase, where the overlap figures count it until (harness.analysis.overlap). Where it
+    waited for an earlier bucket's launch (buckets launch in order), a grey bar before it spans that wait."""
     stamped = pd.notna(bucket.done_ms)
     done = bucket.done_ms if stamped else _sync_end(bucket)
     done_text = f"done {done:.2f} ms" if stamped else "done: not stamped (counted until the end of sync)"
+    whose = "" if rank is None else f"rank {rank}: "
+    name = f"{whose}collective in flight"
+    place = _lane_place(*lane)
     figure.add_trace(
         go.Bar(
-            name="collective in flight", legendgroup="bucket", showlegend=not _named(figure, "collective in flight"),
-            orientation="h", y=[row], x=[done - bucket.launched_ms], base=[bucket.launched_ms],
-            marker_color=BUCKET_COLOUR, marker_pattern_shape="" if stamped else "/",
-            hovertemplate=(f"ready {bucket.ready_ms:.2f} ms, launched {bucket.launched_ms:.2f} ms, "
-                           f"{done_text}<extra></extra>"),
+            name=name, legendgroup=name, showlegend=not _named(figure, name), orientation="h", y=[row],
+            x=[done - bucket.launched_ms], base=[bucket.launched_ms], **place,
+            marker_color=RANK_COLOURS[lane[0] % len(RANK_COLOURS)] if rank is not None else BUCKET_COLOUR,
+            marker_pattern_shape="" if stamped else "/",
+            hovertemplate=(f"{whose}{collective_name(bucket)} ({size_label(bucket.bytes)}): ready "
+                           f"{bucket.ready_ms:.2f} ms, launched {bucket.launched_ms:.2f} ms, {done_text}, in flight "
+                           f"{done - bucket.launched_ms:.2f} ms<extra></extra>"),
         )
     )  # fmt: skip
     if bucket.launched_ms - bucket.ready_ms > 0.01:  # waited for an earlier bucket: in-order launch
         figure.add_trace(
-            go.Scatter(
-                name="ready", legendgroup="ready", showlegend=not _named(figure, "ready"), x=[bucket.ready_ms],
-                y=[row], mode="markers", marker={"symbol": "line-ns-open", "size": 14, "color": "#222"},
-                hovertemplate=f"ready at {bucket.ready_ms:.2f} ms<extra></extra>",
+            go.Bar(
+                name=WAITED, legendgroup="ready", showlegend=not _named(figure, WAITED), orientation="h", y=[row],
+                x=[bucket.launched_ms - bucket.ready_ms], base=[bucket.ready_ms], **place, marker_color="#bbbbbb",
+                hovertemplate=(f"{whose}{collective_name(bucket)} ready at {bucket.ready_ms:.2f} ms, launched "
+                               f"{bucket.launched_ms:.2f} ms<extra></extra>"),
             )
         )  # fmt: skip
+
+
+def _lane_place(index: int, lanes: int) -> dict:
+    """Where lane `index` of `lanes` lies within its row (plotly's bar offset and width, in rows): the row's
+    0.8 split evenly, lane 0 on top (the axis is reversed: lower values draw higher); nothing for a row of one
+    lane."""
+    if lanes <= 1:
+        return {}
+    width = 0.8 / lanes
+    return {"offset": -0.4 + index * width, "width": width}
 
 
 def _add_collectives_row(figure: go.Figure, row: str, collectives: pd.DataFrame) -> None:

@@ -3,6 +3,7 @@ to the step it splits, communication says it is a mean, a missing completion is 
 
 from __future__ import annotations
 
+import itertools
 import json
 
 import numpy as np
@@ -309,17 +310,53 @@ def test_the_timeline_draws_every_ranks_step_so_a_bucket_waiting_for_rank_0_show
     typical = step_series.typical_step_timeline(timeline, steps)
     assert sorted(zip(typical["rank"], typical["step"], strict=True)) == [(0, 3), (1, 3)]  # rank 0's median step
     figure = timelinefigures.bucket_timeline(configs, typical, workload="gpt2", world_size=2)
-    assert list(figure.layout.yaxis.categoryarray) == ["stock: phases", "stock: bucket 0 (16 MiB)",
-                                                       "stock: rank 1: phases",
-                                                       "stock: rank 1: all 1 collectives (16 MiB)"]  # fmt: skip
-    bars = {trace.y[0]: (trace.base[0], trace.base[0] + trace.x[0]) for trace in figure.data
-            if trace.name == "collective in flight"}  # fmt: skip
+    assert list(figure.layout.yaxis.categoryarray) == ["stock: phases", "stock: rank 1: phases",
+                                                       "stock: bucket 0 (16 MiB)"]  # fmt: skip
+    bars = {trace.name: (trace.y[0], trace.base[0], trace.base[0] + trace.x[0]) for trace in figure.data
+            if trace.name.endswith("collective in flight")}  # fmt: skip
     assert bars == {
-        "stock: bucket 0 (16 MiB)": (560.0, 565.0),
-        "stock: rank 1: all 1 collectives (16 MiB)": (278.0, 564.0),
+        "rank 0: collective in flight": ("stock: bucket 0 (16 MiB)", 560.0, 565.0),
+        "rank 1: collective in flight": ("stock: bucket 0 (16 MiB)", 278.0, 564.0),
     }
-    assert "then every other rank's, each rank on its own step's clock" in figure.layout.title.text
+    assert (
+        "each rank's phases, then its buckets, a lane per rank in each bucket's row (each rank on its own step's clock)"
+        in figure.layout.title.text
+    )
     assert "rank 0's median" in figure.layout.title.text and "longest in flight" in captions.CAPTIONS["timeline"]
     many = pd.DataFrame([{"config_id": "c", "rank": rank, "bucket": 0, "launched_ms": 1.0, "done_ms": 2.0 + rank % 3}
                          for rank in range(timelinefigures.MAX_RANKS_DRAWN + 2)])  # fmt: skip
     assert timelinefigures.drawn_ranks(many) == [0, 2]  # in flight 3 ms, the longest (rank 5 ties: the first)
+
+
+def test_each_ranks_bucket_is_drawn_in_a_lane_of_its_own_in_that_buckets_row():
+    """A performance engineer could not tell rank 1's bucket 3 from rank 0's: every other rank's collectives were
+    drawn in one row, on top of each other where several were in flight at once. Each bucket has one row, and in
+    it each rank's collective a lane of its own (rank 0's on top), named by rank and bucket, none overlapping."""
+    configs = aggregate.with_labels(pd.DataFrame([{
+        "config_id": "c", "status": "ok", "impl": "bucketed", "impl_options": "{}", "workload": "gpt2",
+        "world_size": 3, "step_ms_median": 100.0,
+    }]))  # fmt: skip
+    phases = {"forward_ms": 30.0, "backward_ms": 60.0, "sync_ms": 5.0, "optimizer_ms": 5.0}
+    timeline = pd.DataFrame([{"config_id": "c", "rank": rank, "step": 4, "collective": "all_reduce", "bucket": b,
+                              "bytes": (b + 1) * 2**20, "ready_ms": 40.0 + 10 * b, "launched_ms": 41.0 + 10 * b + rank,
+                              "done_ms": 80.0 + b + rank, **phases}
+                             for rank in range(3) for b in range(4)])  # fmt: skip
+    figure = timelinefigures.bucket_timeline(configs, timeline, workload="gpt2", world_size=3)
+    rows = list(figure.layout.yaxis.categoryarray)
+    assert rows == ["bucketed: phases", "bucketed: rank 1: phases", "bucketed: rank 2: phases",
+                    *[f"bucketed: bucket {b} ({b + 1} MiB)" for b in range(4)]]  # fmt: skip
+    lanes = {}  # (row, rank) -> the lane's extent within the row
+    for trace in figure.data:
+        if trace.name.endswith("collective in flight"):
+            rank = int(trace.name.split(":")[0].removeprefix("rank "))
+            lanes[(trace.y[0], rank)] = (trace.offset, trace.offset + trace.width)
+            assert trace.hovertemplate.startswith(f"rank {rank}: bucket {trace.y[0].split()[2]} (")
+    assert len(lanes) == 12 and {rank for _, rank in lanes} == {0, 1, 2}
+    for b in range(4):
+        extents = sorted(lanes[(rows[3 + b], rank)] for rank in range(3))
+        assert extents == [lanes[(rows[3 + b], rank)] for rank in range(3)]  # rank 0's lane on top (lowest)
+        assert all(upper <= lower for (_, upper), (lower, _) in itertools.pairwise(extents))  # no two overlap
+    waits = [t for t in figure.data if t.name == timelinefigures.WAITED]
+    waited = {int(t.hovertemplate.split(":")[0].removeprefix("rank ")): t.x[0] for t in waits}  # launched − ready
+    assert len(waits) == 12 and waited == {rank: pytest.approx(1.0 + rank) for rank in range(3)}
+    assert figure.layout.height >= timelinefigures.row_height(3) * len(rows)
