@@ -78,10 +78,15 @@ def compute_intervals(
     """When the step computed: forward, backward up to its last gradient, optimizer, less `blocked`
     (the intervals of collectives that held compute up)."""
     bounds = phase_bounds(phases)
-    backward_start, backward_end = bounds["backward"]
+    backward = (bounds["backward"][0], gradients_end(phases, ready_ms))
+    return minus([bounds["forward"], backward, bounds["optimizer"]], blocked)
+
+
+def gradients_end(phases: dict[str, float], ready_ms: Sequence[float]) -> float:
+    """When backward's last gradient was ready: the last collective ready inside backward, else backward's end."""
+    backward_start, backward_end = phase_bounds(phases)["backward"]
     in_backward = [r for r in ready_ms if backward_start <= r <= backward_end]
-    gradients_end = max(in_backward) if in_backward else backward_end
-    return minus([bounds["forward"], (backward_start, gradients_end), bounds["optimizer"]], blocked)
+    return max(in_backward) if in_backward else backward_end
 
 
 def step_communication(phases: dict[str, float], collectives: Sequence[dict[str, float]]) -> dict[str, float]:
@@ -130,3 +135,17 @@ def overlap_efficiency(comm_ms: Iterable[float], exposed_ms: Iterable[float]) ->
     """1 − total exposed / total communication over the steps given (in [0, 1]); None without any."""
     comm, exposed = sum(comm_ms), sum(exposed_ms)
     return None if comm <= 0 else min(1.0, max(0.0, 1.0 - exposed / comm))
+
+
+def exposure_ended_by(phases: dict[str, float], collectives: Sequence[dict[str, Any]]) -> list[float]:
+    """Per collective, the ms of the step's exposed communication charged to it: each exposed span (no compute
+    running) to the collective still in flight at its end that completed last, the one the step was waiting for
+    (the last bucket's all-reduce after backward, typically). They add up to exposed_comm_ms."""
+    spans = in_flight_spans(phases, collectives)
+    _, exposed = in_flight_and_exposed(phases, collectives)
+    charged = [0.0] * len(collectives)
+    for start, end in exposed:
+        open_at_end = [i for i, (launched, done) in enumerate(spans) if launched < end <= done]
+        if open_at_end:
+            charged[max(open_at_end, key=lambda i: spans[i][1])] += end - start
+    return charged

@@ -144,7 +144,7 @@ def _add_phases(figure: go.Figure, row: str, collectives: pd.DataFrame, *, first
     step = collectives.iloc[0]
     phases = {phase: float(step[phase]) if pd.notna(step[phase]) else 0.0 for phase in PHASES}
     bounds = overlap.phase_bounds(phases)
-    _, exposed = overlap.in_flight_and_exposed(phases, [_stamps(c) for c in collectives.itertuples()])
+    _, exposed = overlap.in_flight_and_exposed(phases, [stamps(c) for c in collectives.itertuples()])
     for phase in PHASES:
         name = phase.removesuffix("_ms")
         own = overlap.minus([bounds[name]], exposed) or [(bounds[name][0], bounds[name][0])]
@@ -165,7 +165,7 @@ def _add_spans(figure: go.Figure, row: str, spans: list, *, name: str, group: st
     )  # fmt: skip
 
 
-def _stamps(collective) -> dict:
+def stamps(collective) -> dict:
     """A timeline row as overlap takes it: an unstamped completion as None, `blocking` where recorded."""
     done = collective.done_ms if pd.notna(collective.done_ms) else None
     blocking = getattr(collective, "blocking", False)

@@ -360,3 +360,40 @@ def test_each_ranks_bucket_is_drawn_in_a_lane_of_its_own_in_that_buckets_row():
     waited = {int(t.hovertemplate.split(":")[0].removeprefix("rank ")): t.x[0] for t in waits}  # launched − ready
     assert len(waits) == 12 and waited == {rank: pytest.approx(1.0 + rank) for rank in range(3)}
     assert figure.layout.height >= timelinefigures.row_height(3) * len(rows)
+
+
+def test_the_line_under_the_timeline_names_the_bucket_the_step_waited_for_without_compute():
+    """The engineer asked which bucket exposed the end of backward: the timeline drew red on the phases' row but no
+    line said which collective it waited for. Each exposed span is charged to the collective still in flight at its
+    end that completed last; they add up to the step's exposed_comm_ms. Each swept cap's exposure is said beside,
+    measured, and not as a verdict."""
+    from harness.analysis import overlap
+    from reports.pages.run import held_up
+
+    phases = {"forward_ms": 300.0, "backward_ms": 1690.0, "sync_ms": 5.0, "optimizer_ms": 5.0}  # DDP waits in backward
+    stamps = [(900.0, 900.0, 1100.0), (1250.0, 1281.0, 1980.0)]  # bucket 1: ready at the last gradient, launched late
+    rows = [{"config_id": f"c{cap}", "rank": 0, "step": 5, "collective": "all_reduce", "bucket": b,
+             "bytes": size, "ready_ms": ready, "launched_ms": launched, "done_ms": done, **phases}
+            for cap in (1, 5) for b, ((ready, launched, done), size) in enumerate(zip(stamps, (2**20, 6.14 * 2**20),
+                                                                                   strict=True))]  # fmt: skip
+    timeline = pd.DataFrame(rows)
+    collectives = [{"ready_ms": r, "launched_ms": la, "done_ms": d} for r, la, d in stamps]
+    charged = overlap.exposure_ended_by(phases, collectives)
+    assert charged == [0.0, pytest.approx(1980.0 - 1281.0)]  # compute ended at the last gradient (1250); then waited
+    assert sum(charged) == pytest.approx(overlap.step_communication(phases, collectives)["exposed_comm_ms"])
+    configs = aggregate.with_labels(pd.DataFrame([{
+        "config_id": f"c{cap}", "status": "ok", "impl": "stock", "impl_options": json.dumps({"bucket_cap_mb": cap}),
+        "workload": "gpt2", "world_size": 2, "step_ms_median": 2000.0, "bucket_cap_mb": float(cap),
+        "exposed_comm_ms": exposed,
+    } for cap, exposed in ((1, 174.5), (5, 180.1))]))  # fmt: skip
+    lines = held_up.held_up_lines(configs, timeline, workload="gpt2", world_size=2)
+    assert len(lines) == 2 and lines[1].startswith("stock bucket_cap_mb=5: in rank 0's typical step 699.0 ms ran")
+    waited = (
+        "699.0 ms of it ending when bucket 1 completed (6.14 MiB, the last launched, ready with backward's last "
+        "gradient, launched 31.0 ms after (an earlier bucket's launch first), in flight 699.0 ms)"
+    )
+    assert waited in lines[1]
+    assert (
+        "at each of its caps here: 1 MiB 174.5 ms, 5 MiB 180.1 ms (measured" in lines[1] and "not a verdict" in lines[1]
+    )
+    assert held_up.waited_for(timeline[timeline["config_id"] == "c1"].assign(done_ms=1240.0)) == ""  # all hidden

@@ -37,7 +37,7 @@ from reports.pages import alerts, pooled
 from reports.pages.html import HEADING_NAME, FigureList, code_spans, esc, format_number, name_html, shared_link, table
 from reports.pages.notes import offset
 from reports.pages.notes.winner import milliseconds
-from reports.pages.run import takeaways
+from reports.pages.run import held_up, takeaways
 
 
 def one_repeat_each(configs: pd.DataFrame) -> tuple[pd.DataFrame, str]:
@@ -266,10 +266,13 @@ def timeline_figures(run: RunData, workload: str, figs: FigureList) -> list[str]
     timed = shown[shown["config_id"].isin(run.timeline["config_id"]) & (shown["workload"] == workload)]
     if timed.empty:
         return []
-    figure = timelinefigures.bucket_timeline(
-        shown, run.timeline, workload=workload, world_size=int(timed["world_size"].max())
-    )
-    return [figs.add(figure, CAPTIONS["timeline"], once=note)] if figure is not None else []
+    world_size = int(timed["world_size"].max())
+    figure = timelinefigures.bucket_timeline(shown, run.timeline, workload=workload, world_size=world_size)
+    if figure is None:
+        return []
+    lines = held_up.held_up_lines(shown, run.timeline, workload=workload, world_size=world_size)
+    items = "".join(f"<li>{esc(line)}</li>" for line in lines)
+    return [figs.add(figure, CAPTIONS["timeline"], once=note), f"<ul class=why>{items}</ul>" if items else ""]
 
 
 def takeaway(workload: str, sentence: str) -> str:
