@@ -183,12 +183,16 @@ def _backward_advice(row: Any, run: pd.DataFrame | None, confidence: float = CON
         tail = f"; {better}" if better else ""
         measured, alike = _smaller_cap_measured(row, run, confidence)
         cap = _get(row, "bucket_cap_mb")
-        if cap is not None and sizes[-1] > float(cap) * (1 + 1e-6):  # over the cap: one tensor, which no cap splits
+        # DDP closes a bucket on the tensor that takes it to the cap: that tensor is more than the bucket less the
+        # cap; where that exceeds the cap itself, no smaller cap splits it (a gpt2 bucket of 4.13 MiB at cap 1 was
+        # its 4 MiB embedding and three small tensors, not 'one parameter')
+        if cap is not None and sizes[-1] >= 2 * float(cap) * (1 + 1e-6):
             which = (
                 "its one bucket" if len(sizes) == 1 else f"its last bucket, {_mib(sizes[-1])} of {_mib(sum(sizes))},"
             )
-            return (f"{which} is one parameter larger than the bucket_cap_mb of {cap:g} (no cap splits a parameter), "
-                    f"all-reduced after the last gradient{tail}")  # fmt: skip
+            return (f"{which} holds a gradient of more than {_mib(sizes[-1] - float(cap))}, larger than the "
+                    f"bucket_cap_mb of {cap:g} (no cap splits a gradient), all-reduced after the last "
+                    f"gradient{tail}")  # fmt: skip
         sent = _messages(row, sum(sizes))
         if len(sizes) == 1:
             advice = measured or f"a bucket_cap_mb below {_mib(sizes[0])} splits it, so that backward hides part{alike}"

@@ -276,17 +276,24 @@ def test_exposed_communication_outside_backward_is_named_with_the_option_that_ac
                                                                                         cores=2)  # fmt: skip
 
 
-def test_a_last_bucket_over_the_cap_is_one_parameter_and_no_smaller_cap_is_advised():
-    # A walkthrough's 1024×1024 weight (4 MiB) in a 1 MiB sweep: DDP exceeds the cap only with one tensor.
+def test_a_last_bucket_closed_by_a_gradient_larger_than_the_cap_gets_no_smaller_cap_advised():
+    # A walkthrough's 1024×1024 weight (4 MiB) in a 1 MiB sweep: DDP closes a bucket on the tensor that takes it to
+    # the cap, so the tensor is more than the bucket less the cap (3 MiB here), which no cap splits.
     over = {**row(gap_exposed_comm_ms=6.0), "bucket_sizes_mb": [1.0, 4.0], "bucket_cap_mb": 1.0}
     text = why.sentence(over, cores=2)
-    assert ("its last bucket, 4 MiB of 5 MiB, is one parameter larger than the bucket_cap_mb of 1 (no cap splits a "
-            "parameter), all-reduced after the last gradient") in text  # fmt: skip
+    assert ("its last bucket, 4 MiB of 5 MiB, holds a gradient of more than 3 MiB, larger than the bucket_cap_mb of 1 "
+            "(no cap splits a gradient), all-reduced after the last gradient") in text  # fmt: skip
     assert "smaller bucket_cap_mb" not in text
     within = why.sentence({**over, "bucket_cap_mb": 25.0}, cores=2)
     assert "a smaller bucket_cap_mb would overlap more of it" in within
     alone = why.sentence({**over, "bucket_sizes_mb": [4.0]}, cores=2)
-    assert "its one bucket is one parameter larger than the bucket_cap_mb of 1 (no cap splits" in alone
+    assert "its one bucket holds a gradient of more than 3 MiB, larger than the bucket_cap_mb of 1 (no cap" in alone
+    # gpt2/small at cap 5: its last bucket, 6.14 MiB, was the 4 MiB embedding and 2.14 MiB of small tensors (the
+    # run's gradient profile), which a smaller cap does split: not 'one parameter larger than the cap'
+    gpt2 = why.sentence({**over, "bucket_sizes_mb": [5.02, 5.02, 6.14], "bucket_cap_mb": 5.0}, cores=2)
+    assert "no cap splits" not in gpt2 and "a smaller bucket_cap_mb would overlap more of it" in gpt2
+    barely = why.sentence({**over, "bucket_sizes_mb": [1.003, 1.004]}, cores=2)  # over the cap by a small tensor
+    assert "no cap splits" not in barely and "a smaller bucket_cap_mb would overlap more of it" in barely
 
 
 def test_a_strategy_that_communicates_after_backward_is_told_which_one_hides_it_in_this_run():
