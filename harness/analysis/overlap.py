@@ -147,5 +147,6 @@ def exposure_ended_by(phases: dict[str, float], collectives: Sequence[dict[str, 
     for start, end in exposed:
         open_at_end = [i for i, (launched, done) in enumerate(spans) if launched < end <= done]
         if open_at_end:
-            charged[max(open_at_end, key=lambda i: spans[i][1])] += end - start
+            # the last to complete; of those counted done alike (no stamps: the end of sync), the last launched
+            charged[max(open_at_end, key=lambda i: (spans[i][1], spans[i][0]))] += end - start
     return charged

@@ -397,3 +397,7 @@ def test_the_line_under_the_timeline_names_the_bucket_the_step_waited_for_withou
         "at each of its caps here: 1 MiB 174.5 ms, 5 MiB 180.1 ms (measured" in lines[1] and "not a verdict" in lines[1]
     )
     assert held_up.waited_for(timeline[timeline["config_id"] == "c1"].assign(done_ms=1240.0)) == ""  # all hidden
+    unstamped = held_up.waited_for(timeline[timeline["config_id"] == "c1"].assign(done_ms=np.nan))
+    assert "ending when bucket 1 was counted done (no completion stamp: the end of sync)" in unstamped
+    old_run = held_up.held_up_lines(configs.drop(columns="exposed_comm_ms"), timeline, workload="gpt2", world_size=2)
+    assert old_run[1].endswith("in flight 699.0 ms).")  # no column to compare the caps by: the bucket alone

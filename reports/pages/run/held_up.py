@@ -49,9 +49,14 @@ def waited_for(collectives: pd.DataFrame) -> str:
     worst = max(range(len(charged)), key=charged.__getitem__)
     held, (launched, done) = collectives.iloc[worst], overlap.in_flight_spans(phases, [stamped[worst]])[0]
     return (f"in rank 0's typical step {sum(charged):.1f} ms ran with no compute, {charged[worst]:.1f} ms of it "
-            f"ending when {collective_name(held)} completed ({size_label(held['bytes'])},"
+            f"ending when {collective_name(held)} {_completed(held)} ({size_label(held['bytes'])},"
             f"{' the last launched,' if launched >= collectives['launched_ms'].max() else ''}"
             f" {_ready_words(held, phases, stamped)}, in flight {done - launched:.1f} ms)")  # fmt: skip
+
+
+def _completed(held: pd.Series) -> str:
+    """How its end is known: a completion stamp, or none (counted until the end of sync, as overlap counts it)."""
+    return "completed" if pd.notna(held["done_ms"]) else "was counted done (no completion stamp: the end of sync)"
 
 
 def _ready_words(held: pd.Series, phases: dict[str, float], stamped: list[dict]) -> str:
@@ -65,7 +70,10 @@ def _ready_words(held: pd.Series, phases: dict[str, float], stamped: list[dict])
 
 def caps_exposed(row: pd.Series, rows: pd.DataFrame) -> str:
     """'; communication not hidden a step at each of its caps here: 1 MiB 174.5 ms, 5 MiB 180.1 ms (…)' where the
-    strategy ran at two caps or more with its other options alike, smallest first; else ''."""
+    strategy ran at two caps or more with its other options alike, smallest first; else '' (also in a run from
+    before either column)."""
+    if not {"bucket_cap_mb", "exposed_comm_ms"} <= set(rows.columns):
+        return ""
     caps = rows[(rows["impl"] == row["impl"]) & (_others(rows) == _others_of(row["impl_options"]))]
     caps = caps[caps["bucket_cap_mb"].notna() & caps["exposed_comm_ms"].notna()]
     if caps["bucket_cap_mb"].nunique() < 2:
