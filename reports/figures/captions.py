@@ -78,8 +78,8 @@ CAPTIONS = {
     "collectives were in flight (outline) and of the part of it with no compute running (filled), both measured "
     "from the bucket timeline. Right: the share hidden, 1 − Σ not hidden / Σ in flight (naive and flat communicate "
     "after backward by design: 0; a strategy with a single bucket hides none either).",
-    "timeline": "One ordinary step (rank 0's median step): rank 0's phases on the first row of each strategy, "
-    "then each bucket's collective (an all-reduce; FSDP's all-gathers and reduce-scatters; the broadcasts of "
+    "timeline": "One ordinary step (rank 0's median step): each rank's phases on a row of its own, rank 0's "
+    "first, then each bucket's collective (an all-reduce; FSDP's all-gathers and reduce-scatters; the broadcasts of "
     "buffers before forward and of ZeRO's parameters after its step; bucketed's mask of used parameters with "
     "find_unused_parameters) from launch to completion. The phases' row "
     "draws in red when a collective was in flight and no compute ran (communication not hidden, taken out of the "
@@ -87,10 +87,9 @@ CAPTIONS = {
     "the orange backward is hidden, and one over the red is not. A grey bar before a bucket spans from when it was "
     "ready to its launch, where it had to wait for an earlier bucket (buckets launch in order). A step of more than "
     f"{timeline.MAX_BUCKET_ROWS} collectives (one per parameter) has them all in one row a rank, each at its own "
-    f"time. Below rank 0's phases, each other rank's (every rank up to {timeline.MAX_RANKS_DRAWN}; above, the one "
-    "whose collectives were longest in flight), and in each bucket's row a lane per rank, rank 0's on top, each "
-    "rank on its own step's clock: a bucket in flight far longer in one rank's lane than in rank 0's waited there "
-    "for another rank's launch.",
+    f"time. Every rank is drawn up to {timeline.MAX_RANKS_DRAWN}; above, rank 0 and the one whose collectives were "
+    "longest in flight. In each bucket's row a lane per rank, rank 0's on top, each rank on its own step's clock: "
+    "a bucket in flight far longer in one rank's lane than in rank 0's waited there for another rank's launch.",
     "memory": "Bars side by side are the ranks of one configuration: a taller rank 0 is a rank-0 skew. "
     "Panels without data were not measurable on this machine (null, never 0).",
     "memory_shared": " Ranks shared a GPU here: its device peak (NVML) is the whole GPU's, every rank on it "
