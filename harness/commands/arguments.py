@@ -259,6 +259,10 @@ def add_predict_parser(commands) -> None:
                          "reduce_scatter's whole input): MIN:MAX[:FACTOR] or a list; K/M/G are powers of 1024 "
                          f"(default: {predict_cluster.DEFAULT_SIZES}, each power of two)")  # fmt: skip
     predict.add_argument("--out", metavar="FILE", help="also write the rows: .csv or .parquet")
+    predict.add_argument("--against", metavar="RUN",
+                         help="with --run: a later run on the same machine (its id in --results, or its folder) whose "
+                         "measured DDP steps at world size 2 or more the forecast is held against, per configuration: "
+                         "the forecast, the measured step, the error")  # fmt: skip
     predict.add_argument("--page", metavar="FILE.html",
                          help="with --run and --cluster: also write the run's what-if page (its tables and choice at "
                          "--nodes' GPU counts, its figures one node to 1,024 GPUs), calibrated and scaled as "

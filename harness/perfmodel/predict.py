@@ -90,18 +90,18 @@ def scaled_to_local_step(profile: Profile, calibration: Calibration, local_step_
 
 
 def sweep_predictions(configs: pd.DataFrame, profiles: pd.DataFrame, network: Network, *,
-                      shipped: bool = False) -> list[dict]:  # fmt: skip
+                      shipped: bool = False, against: pd.DataFrame | None = None) -> list[dict]:  # fmt: skip
     """Per stock bucket-cap configuration at world size ≥ 2 with a profile: measured against predicted,
     raw (the profile as measured), raw with the collectives run's contention (independent of the run's
     rows), calibrated (see Calibration), and calibrated with contention. `shipped`: stock as torch ships it (no
-    cap given: its 1 MiB first bucket, then 25 MiB) instead, the check a run without a cap sweep has."""
-    configs = configs.fillna(SETUP_DEFAULTS)
-    configs = configs[(configs["status"] == "ok") & ddp_defaults_but_cap(configs)]
-    given = configs["impl_options"].map(cap_given).astype(bool)
-    cap = swept_cap(configs).where(given, stats.REFERENCE_CAP_MB)  # 0.05 as given, not DDP's whole bytes
-    configs = configs.assign(bucket_cap_mb=cap)
-    sweeps = configs[roles.is_reference(configs) & (~given if shipped else given)
-                     & configs["bucket_cap_mb"].notna() & (configs["world_size"] > 1)]  # fmt: skip
+    cap given: its 1 MiB first bucket, then 25 MiB) instead, the check a run without a cap sweep has.
+    `against`: another run's configurations measured instead of the run's own (`predict --against`: the forecast,
+    calibrated on this run's one-rank rows, held against a later run's steps)."""
+    configs = _as_ddp_caps(configs)
+    checked = configs if against is None else _as_ddp_caps(against)
+    given = checked["impl_options"].map(cap_given).astype(bool)
+    sweeps = checked[roles.is_reference(checked) & (~given if shipped else given)
+                     & checked["bucket_cap_mb"].notna() & (checked["world_size"] > 1)]  # fmt: skip
     rows = []
     for keys, group in sweeps.groupby([*SETUP_KEYS, "world_size"]):
         setup = dict(zip(SETUP_KEYS, keys[:-1], strict=True))
@@ -133,6 +133,15 @@ def sweep_predictions(configs: pd.DataFrame, profiles: pd.DataFrame, network: Ne
                 "buckets": plain.buckets, "network": link.source,
             })  # fmt: skip
     return rows
+
+
+def _as_ddp_caps(configs: pd.DataFrame) -> pd.DataFrame:
+    """The ok rows of DDP as the model simulates it (any cap), each with the cap its buckets were built at."""
+    configs = configs.fillna(SETUP_DEFAULTS)
+    configs = configs[(configs["status"] == "ok") & ddp_defaults_but_cap(configs)]
+    given = configs["impl_options"].map(cap_given).astype(bool)
+    cap = swept_cap(configs).where(given, stats.REFERENCE_CAP_MB)  # 0.05 as given, not DDP's whole bytes
+    return configs.assign(bucket_cap_mb=cap)
 
 
 HALF_PRECISION_HOOKS = ("fp16", "bf16")

@@ -707,3 +707,29 @@ def test_a_workload_too_large_to_profile_here_is_refused_with_the_bench_that_fit
     assert "--size tiny --batch-size 4 --optimizer adam, then " in said
     assert "predict --run RUN --cluster dgx-a100-40gb --nodes 1,2 " in said
     assert _files(tmp_path) == []  # nothing written
+
+
+def test_predict_against_a_later_run_says_each_configuration_forecast_measured_and_error(tmp_path, capsys):
+    _copy("cpu_run", tmp_path)
+    later = _copy("cpu_run", tmp_path / "later")
+    assert cli.main(["predict", "--run", "cpu_run", "--results", str(tmp_path), "--busbw", "1GB/s",
+                     "--against", str(later)]) == 0  # fmt: skip
+    out = capsys.readouterr().out
+    check = out[out.index("forecast check: run cpu_run's forecast") :]
+    measured = store.read_configs(later).query("impl == 'stock' and world_size == 2")["step_ms_median"].iloc[0]
+    said = r"w2 mlp/tiny stock as shipped .*: forecast ([\d.]+) ms, measured ([\d.]+) ms, error ([-+][\d.]+)%"
+    line = re.search(said, check)
+    forecast, said_measured, error = map(float, line.groups())
+    assert said_measured == pytest.approx(measured, abs=0.005)
+    assert error == pytest.approx((forecast / said_measured - 1) * 100, abs=0.06)
+    assert "in range: not judged, the forecast states one step per cap and no range around it" in check
+
+
+@pytest.mark.parametrize("args", [["--against", "cpu_run"], ["--run", "cpu_run", "--against", "nope"],
+                                  ["--run", "cpu_run", "--against", "cpu_run", "--cluster", "dgx-h100"]])  # fmt: skip
+def test_predict_against_without_its_run_or_with_a_cluster_is_refused_in_one_line(tmp_path, capsys, args):
+    _copy("cpu_run", tmp_path)
+    before = _files(tmp_path)
+    assert cli.main(["predict", "--results", str(tmp_path), *args]) == 2
+    assert "--against" in _one_line_error(capsys)
+    assert _files(tmp_path) == before

@@ -542,6 +542,25 @@ def test_sweep_predictions_pair_each_measured_cap_with_the_model():
     assert [r["predicted_raw_ms"] for r in rows] == pytest.approx([15.0, 19.0])
 
 
+def test_a_forecast_is_held_against_a_later_runs_steps_not_its_own():
+    """predict --against: the forecast is calibrated on the first run's one-rank rows and checked against the later
+    run's DDP rows at world size ≥ 2 alone: the first run's own w2 step (99 ms) and the later run's baseline are not
+    read; a later stock as shipped is checked as shipped."""
+    from harness.commands.console.predict.against import forecast_rows
+
+    old = pd.DataFrame([_config("l1", "local", None, 28.0, world=1), _config("s1", "stock", 100.0, 32.0, world=1),
+                        _config("s2", "stock", 100.0, 99.0)])  # fmt: skip
+    later = pd.DataFrame([_config("n2", "stock", 100.0, 50.0), _config("nl", "local", None, 45.0),
+                          _config("n3", "stock", None, 60.0, world=3)])  # fmt: skip
+    network = net.given_network(busbw_bytes_per_s=MB / 1e-3, latency_s=0.0)
+    given, shipped = forecast_rows(old, _PROFILE_ROWS, later, network)
+    # calibrated as in the test below: 6 + (20 + 4) + 5 + 2 = 37 ms against the later run's 50
+    assert (given["world_size"], given["shipped"], shipped["world_size"], shipped["shipped"]) == (2, False, 3, True)
+    assert (given["measured_ms"], given["forecast_ms"], given["error"]) == pytest.approx((50.0, 37.0, 37.0 / 50 - 1))
+    assert shipped["measured_ms"] == pytest.approx(60.0)
+    assert shipped["error"] == pytest.approx(shipped["forecast_ms"] / 60.0 - 1)
+
+
 # ---------------------------------------------------------------- the command
 
 

@@ -11,6 +11,7 @@ from typing import Any, NamedTuple
 
 from harness.commands import console
 from harness.commands.console import invoked, predictions
+from harness.commands.console.predict import against
 from harness.commands.console.progress import Status
 from harness.commands.predict import bookings, cluster, counts, each_cluster, full_size, gradient_profile, inputs
 from harness.config.bench import SIZE_CHOICES, ConfigError
@@ -62,6 +63,7 @@ def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
     # the run and each cluster named refused before torch's import (2 to 6 s), and the cluster before a profile is
     # measured (a minute on a busy CPU); everything about the run before a word about the cluster
     run_dir = inputs.resolve(args.run, args.results_dir) if args.run else None
+    later = against.against_run(args)  # None: no --against
     if len(args.clusters) == 1 and args.clusters[0]:  # one profile ([None]: --nccl-tests alone; several: read)
         chosen = profiles.load(args.clusters[0])
         if args.gpus and not counts.is_collective_table(args):  # a count that fits no node: before a profile
@@ -118,6 +120,8 @@ def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
         cluster.write_rows(pd.concat(frames, ignore_index=True).assign(**context), Path(args.out))
     if run_dir is not None:
         _validate(run_dir.parent, run_dir, network, stored=given is None)
+    if later is not None:
+        against.check(run_dir, later, network)
     return 0
 
 

@@ -1,0 +1,69 @@
+"""`predict --run OLD --against NEW`: the forecast OLD gives held against NEW's measured steps, per configuration of
+DDP as the model simulates it: the step `predict --run OLD --gpus N` says at that cap (calibrated on OLD's one-rank
+rows, with the collectives run's contention where it measured that world size), NEW's measured step, the error, and
+whether the forecast stated a range to fall in (it states one step per cap: none)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from harness.commands.console import say
+
+
+def forecast_rows(configs, profiles, later, network) -> list[dict]:
+    """OLD's forecast (`configs`, `profiles`: its rows and profiles) of each DDP configuration `later` measured at
+    world size ≥ 2, its cap given or as shipped, with `forecast_ms` (the figure predict says there) and `error`
+    ((forecast − measured) / measured)."""
+    from harness.perfmodel import predict
+
+    rows = []
+    for shipped in (False, True):
+        for row in predict.sweep_predictions(configs, profiles, network, shipped=shipped, against=later):
+            contended = row["predicted_contention_ms"]
+            forecast = row["predicted_ms"] if contended is None or math.isnan(contended) else contended
+            rows.append({**row, "shipped": shipped, "forecast_ms": forecast,
+                         "error": forecast / row["measured_ms"] - 1})  # fmt: skip
+    return sorted(rows, key=lambda r: (r["world_size"], r["workload"], r["size"], r["shipped"], r["bucket_cap_mb"]))
+
+
+def check(run_dir: Path, against_dir: Path, network) -> None:
+    """Said after the forecast: each configuration of `against_dir` the forecast of `run_dir` covers."""
+    from harness.results import model_tables, store
+
+    rows = forecast_rows(store.read_configs(run_dir), model_tables.read_gradprofiles(run_dir),
+                         store.read_configs(against_dir), network)  # fmt: skip
+    old, new = run_dir.name, against_dir.name
+    if not rows:
+        say(f"forecast check: run {new} measured no DDP step (stock, any cap) at world size ≥ 2 of the setup "
+            f"run {old} profiled (workload, size, batch, dtype, optimizer): nothing to hold its forecast "
+            "against")  # fmt: skip
+        return
+    say(f"forecast check: run {old}'s forecast (the step predict --run {old} --gpus N prices at that cap) against run "
+        f"{new}'s measured step (the slowest rank's median over its measured steps, geometric mean over repeats); "
+        "error = forecast / measured − 1:")  # fmt: skip
+    for r in rows:
+        cap = "as shipped (1 MiB first bucket, then 25 MiB)" if r["shipped"] else f"cap {r['bucket_cap_mb']:g} MiB"
+        side = "forecast faster than measured" if r["error"] < 0 else "forecast slower than measured"
+        say(f"  w{r['world_size']} {r['workload']}/{r['size']} {r['impl']} {cap}: forecast {r['forecast_ms']:.2f} "
+            f"ms, measured {r['measured_ms']:.2f} ms, error {r['error']:+.1%} ({side}) [{r['network']}]")  # fmt: skip
+    mape = sum(abs(r["error"]) for r in rows) / len(rows)
+    say(f"  mean absolute error {mape:.1%} over {len(rows)}; in range: not judged, the forecast states one step per "
+        "cap and no range around it; ZeRO-1's and FSDP2's forecasts are not checked here")  # fmt: skip
+
+
+def against_run(args) -> Path | None:
+    """--against's run folder, refused (before torch's import) without --run or beside --cluster/--nccl-tests, whose
+    forecasts are another machine's."""
+    from harness.config.bench import ConfigError
+    from harness.perfmodel import predict
+
+    if not getattr(args, "against", None):
+        return None
+    if not args.run or args.cluster or args.nccl_tests:
+        raise ConfigError(f"--against {args.against!r} holds the forecast of --run RUN on its own machine against a "
+                          "later run: give --run RUN, and no --cluster or --nccl-tests")  # fmt: skip
+    try:
+        return predict.resolve_run(args.against, args.results_dir)
+    except ConfigError as error:  # its words name --run's value: this is --against's
+        raise ConfigError(str(error).replace("--run ", "--against ", 1)) from None
