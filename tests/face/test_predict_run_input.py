@@ -733,3 +733,16 @@ def test_predict_against_without_its_run_or_with_a_cluster_is_refused_in_one_lin
     assert cli.main(["predict", "--results", str(tmp_path), *args]) == 2
     assert "--against" in _one_line_error(capsys)
     assert _files(tmp_path) == before
+
+
+def test_a_run_without_a_cap_sweep_has_its_forecast_held_against_its_own_steps_as_shipped(tmp_path, capsys):
+    """Its validation said only that it has no cap sweep, though stock at two ranks as shipped is a step to check."""
+    _copy("cpu_run", tmp_path)
+    assert cli.main(["predict", "--run", "cpu_run", "--results", str(tmp_path), "--busbw", "1GB/s"]) == 0
+    out = capsys.readouterr().out
+    assert "validation: this run has no stock bucket-cap sweep" in out
+    check = out[out.index("forecast check: run cpu_run's forecast") :]
+    assert "against run cpu_run's measured step" in check and "w2 mlp/tiny stock as shipped" in check
+    assert cli.main(["predict", "--run", "cpu_run", "--results", str(tmp_path), "--busbw", "1GB/s",
+                     "--against", "cpu_run"]) == 0  # fmt: skip
+    assert capsys.readouterr().out.count("forecast check:") == 1  # said once, by its validation

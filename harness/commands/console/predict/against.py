@@ -27,17 +27,19 @@ def forecast_rows(configs, profiles, later, network) -> list[dict]:
     return sorted(rows, key=lambda r: (r["world_size"], r["workload"], r["size"], r["shipped"], r["bucket_cap_mb"]))
 
 
-def check(run_dir: Path, against_dir: Path, network) -> None:
-    """Said after the forecast: each configuration of `against_dir` the forecast of `run_dir` covers."""
+def check(run_dir: Path, against_dir: Path, network, *, said_if_none: bool = True) -> None:
+    """Said after the forecast: each configuration of `against_dir` the forecast of `run_dir` covers (where it covers
+    none, said so unless `said_if_none` is false)."""
     from harness.results import model_tables, store
 
     rows = forecast_rows(store.read_configs(run_dir), model_tables.read_gradprofiles(run_dir),
                          store.read_configs(against_dir), network)  # fmt: skip
     old, new = run_dir.name, against_dir.name
-    if not rows:
+    if not rows and said_if_none:
         say(f"forecast check: run {new} measured no DDP step (stock, any cap) at world size ≥ 2 of the setup "
             f"run {old} profiled (workload, size, batch, dtype, optimizer): nothing to hold its forecast "
             "against")  # fmt: skip
+    if not rows:
         return
     say(f"forecast check: run {old}'s forecast (the step predict --run {old} --gpus N prices at that cap) against run "
         f"{new}'s measured step (the slowest rank's median over its measured steps, geometric mean over repeats); "
