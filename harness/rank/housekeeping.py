@@ -1,5 +1,6 @@
 """A rank process's housekeeping between configurations and at its end: memory given back so that
-the next configuration's peaks are its own, and a quick exit once everything is written.
+the next configuration's peaks are its own, a CPU rank's heap kept from step to step the same way in every
+configuration (`keep_freed_heap`), and a quick exit once everything is written.
 
 Both are part of a `bench` run's fixed cost (`harness.handoff.costs`): a full garbage collection
 over the 450k objects torch, transformers and pandas leave after import costs 0.2-0.4 s on a CPU,
@@ -19,6 +20,11 @@ import sys
 import torch
 
 _FREEZING = False
+
+M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # glibc's malloc.h
+HEAP_KEPT_BYTES = 32 * 1024 * 1024
+"""What glibc keeps on its heap once freed, and the size below which it serves a block from that heap (its
+largest mmap threshold on 64 bits): a step's gradients and activations, freed and made again every step."""
 
 
 def freeze_survivors() -> None:
@@ -41,6 +47,20 @@ def release_memory(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.empty_cache()
     trim_heap()
+
+
+def keep_freed_heap() -> None:
+    """On the CPU, fix glibc's thresholds so that the memory a step frees stays on the heap for the next step, as
+    a GPU's caching allocator keeps it, in every configuration alike. Left dynamic, glibc raised its mmap threshold
+    at the first large free, and from then on gave the top of its heap back to the kernel after a step and faulted
+    it in again the next, by an amount that depended on what ran before: mlp/small at 1 thread faulted 8,160 pages
+    (32 MiB) a step in a launch's later configurations and 2,000-8,300 in its first, whose step then took 10-25 %
+    less CPU (benchmarks/launch_order.py). Between configurations `release_memory` still trims (malloc_trim
+    ignores the threshold), so each one's peaks stay its own."""
+    with contextlib.suppress(OSError, AttributeError):  # not glibc: its allocator's own ways
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        libc.mallopt(M_MMAP_THRESHOLD, HEAP_KEPT_BYTES)
+        libc.mallopt(M_TRIM_THRESHOLD, 4 * HEAP_KEPT_BYTES)
 
 
 def trim_heap() -> None:

@@ -29,7 +29,7 @@ from harness.handoff.progress import announce_configuration
 from harness.measure import gradprofile
 from harness.rank.configuration import RankWatch, measure
 from harness.rank.dist import Session, distributed_session, leave_on_failure
-from harness.rank.housekeeping import exit_now, freeze_survivors, release_memory
+from harness.rank.housekeeping import exit_now, freeze_survivors, keep_freed_heap, release_memory
 
 
 def model_info(cfg: Configuration, session: Session, cache: dict[tuple, dict | None], run: Path) -> dict | None:
@@ -156,6 +156,7 @@ def _run_recorded(argv: list[str] | None = None) -> int:
     plan = json.loads(args.plan.read_text())
     if plan["device"] == "cpu":
         torch.set_num_threads(plan["context"]["threads_per_rank"])
+        keep_freed_heap()  # a step's memory reused, not faulted in again by what ran before: alike in every place
     timeout_s = max(COLLECTIVE_TIMEOUT_S, 2 * (plan.get("timeout_s") or 0))
     with distributed_session(
         device_kind=plan["device"],
