@@ -147,6 +147,12 @@ def memory_gbps(gpu_name: str | None) -> float | None:
     return next((gbps for pattern, gbps in MEMORY_GBPS if re.search(pattern, name)), None)
 
 
+BYTES_A_PARAMETER = {"sgd": 12, "adam": 28, "adamw": 28}
+"""What one optimizer step reads and writes per fp32 parameter (its moments in fp32 too): SGD as
+harness.measure.training builds it (no momentum) reads the parameter and its gradient and writes the parameter; Adam
+reads those and two moments and writes three."""
+
+
 GPUS = {"h200-sxm": "H200 SXM", "h200-nvl": "H200 NVL", "h100-sxm": "H100 SXM5", "h100-nvl": "H100 NVL",
         "h100-pcie": "H100 PCIE", "a100-sxm4-80gb": "A100 SXM4 80GB", "a100-pcie-80gb": "A100 PCIE 80GB",
         "a100-40gb": "A100 40GB", "l40s": "L40S", "l4": "L4", "a10": "A10", "v100-sxm2": "V100 SXM2",

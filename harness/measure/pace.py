@@ -24,8 +24,8 @@ import time
 
 import torch
 
+from harness.config.precision import BYTES_A_PARAMETER
 from harness.measure.modelinfo import META, flops_per_sample
-from harness.measure.training import BYTES_A_PARAMETER
 
 PROBE_SIZE = 1024  # a matmul large enough to run at the BLAS kernel's best on a CPU core
 PROBE_SECONDS = 0.2

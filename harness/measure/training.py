@@ -21,10 +21,6 @@ OPTIMIZERS = {"sgd": (torch.optim.SGD, 0.01), "adam": (torch.optim.Adam, 1e-3), 
 """--optimizer choices: (class, learning rate). Adam and AdamW have state (two moments per parameter),
 which is what ZeRO and FSDP shard; plain SGD has none."""
 OPTIMIZER, LEARNING_RATE = OPTIMIZERS["sgd"]  # the default
-BYTES_A_PARAMETER = {"sgd": 12, "adam": 28, "adamw": 28}
-"""What one optimizer step reads and writes per fp32 parameter (its moments in fp32 too): SGD as built here (no
-momentum) reads the parameter and its gradient and writes the parameter; Adam reads those and two moments and writes
-three."""
 
 
 def batch_seed(seed: int, rank: int, step: int) -> int:

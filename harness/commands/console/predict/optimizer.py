@@ -13,8 +13,7 @@ by its kernel's efficiency, so the estimate leans, if anything, against the shar
 from __future__ import annotations
 
 from harness.commands import console
-from harness.config.precision import memory_gbps
-from harness.measure.training import BYTES_A_PARAMETER
+from harness.config.precision import BYTES_A_PARAMETER, memory_gbps
 from harness.perfmodel.sharded import OPTIMIZER_NAMES
 
 
