@@ -300,9 +300,8 @@ def test_predict_on_several_clusters_says_each_on_a_terminal_while_their_lines_a
     assert cli.main(["predict", "--run", "cpu_run", "--results", str(tmp_path), "--cluster",
                      "dgx-a100,dgx-h100"]) == 0  # fmt: skip
     each = "".join(f"\r\x1b[Kddpbench predict: predicting on {name}…" for name in ("dgx-a100 (1/2)", "dgx-h100 (2/2)"))
-    # and before the first, torch's import (2 to 6 s of silence, said by nothing before): told too
-    first = "\r\x1b[Kddpbench predict: importing torch…\r\x1b[K"  # wiped as the next Status stands
-    first += "\r\x1b[Kddpbench predict: reading run cpu_run…\r\x1b[K"  # its rows: 4-5 s of a run's 90 here
+    # and before the first, the run's rows read (4-5 s of a run's 90 here; no torch to import over its stored profile)
+    first = "\r\x1b[Kddpbench predict: reading run cpu_run…\r\x1b[K"  # wiped as the next Status stands
     assert screen.getvalue().startswith(f"{first}{each}\r\x1b[Kddpbench: warning: ")  # wiped by the first held line
 
 

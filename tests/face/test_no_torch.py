@@ -1,6 +1,7 @@
 """The commands that build no model import no torch: its import is 2 to 12 s of a CI job's or a notebook's wait
 for `compare` and `list STRATEGY` (which once imported it through the strategies' registry), `predict`'s
-collectives table, a cluster's profile and --help. Each runs in a fresh interpreter, which says at its end whether
+collectives table, a cluster's profile and --help; nor do `predict --run` over the run's stored profile and `report`
+where the user's cache holds the model's counts. Each runs in a fresh interpreter, which says at its end whether
 torch came in."""
 
 from __future__ import annotations
@@ -42,6 +43,27 @@ def test_a_command_that_builds_no_model_imports_no_torch(command, code, tmp_path
     last = done.stderr.strip().splitlines()[-1]
     assert last.startswith(f"exit {code} "), done.stdout + done.stderr
     assert last.endswith("torch imported: False"), done.stderr
+
+
+COUNTED = {  # each reads its model's counts from the user's cache (harness.measure.meta_counts)
+    "report": ["report", "--results", "runs", "--out", "site"],
+    "predict over a stored profile": ["predict", "--run", "runs/cpu_run", "--busbw", "90GB/s", "--latency", "30us"],
+}
+
+
+def test_commands_over_a_runs_stored_profile_import_no_torch(tmp_path, monkeypatch):
+    """`report`'s what-if page and `predict --run` (DDP's bucket layout in pure Python, the device asked of torch only
+    to measure a profile): torch comes in only to count a model the cache lacks, which this process's `report`
+    counts first (every count `predict` reads too), as a user's earlier command did."""
+    from harness import cli
+
+    shutil.copytree(DATA / "cpu_run", tmp_path / "runs" / "cpu_run")
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(COUNTED["report"]) == 0
+    for name, command in COUNTED.items():
+        done = subprocess.run([sys.executable, "-c", PROBE, *command], cwd=tmp_path, capture_output=True, text=True)
+        last = done.stderr.strip().splitlines()[-1]
+        assert last == "exit 0 torch imported: False", (name, done.stdout + done.stderr)
 
 
 def test_a_lazy_module_becomes_the_module_itself_at_its_first_use():

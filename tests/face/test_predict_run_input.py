@@ -659,8 +659,8 @@ def test_predict_says_on_a_terminal_what_its_silence_before_the_model_to_train_i
     said = terminal.getvalue()
     assert (
         said.startswith(
-            "\r\033[Kddpbench predict: importing torch, counting the model you train (--train-wopt) on the meta device…"
-            f"\r\033[K\r\033[Kddpbench predict: reading run {small_run.name}…\r\033[K"
+            f"\r\033[Kddpbench predict: reading run {small_run.name}, counting the model you train (--train-wopt) on "
+            "the meta device…\r\033[K"
             "ddpbench: error: --train-wopt colour=red is not valid for mlp"
         )
         and said.count("\n") == 1

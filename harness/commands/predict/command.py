@@ -14,7 +14,7 @@ from harness.commands.console import invoked, predictions
 from harness.commands.console.predict import against
 from harness.commands.console.progress import Status
 from harness.commands.predict import bookings, cluster, counts, each_cluster, full_size, gradient_profile, inputs
-from harness.config.bench import SIZE_CHOICES, ConfigError
+from harness.config.bench import SIZE_CHOICES, ConfigError, HereDevice
 from harness.results.values import counted
 
 DEFAULT_WORLD = 8
@@ -73,14 +73,13 @@ def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
             console.note_repeated(flag, text, kept)
     if cluster.wanted(args) and cluster.is_collective_table(args):  # the profile's table: no torch to import
         return cluster.run_collectives(args, cluster.cluster_from_args(args))
-    # before a first line: torch's import (2 to 6 s of silence before `--cluster A,B`'s first cluster was said),
-    # and --train-wopt's model counted (24 s on a 1.3B Llama); the run's rows and those options are read after it,
-    # so on a terminal only
+    # before a first line: the run's rows read (a run's stored profile needs no torch), or torch's import for a
+    # profile measured here (2 to 6 s of silence before `--cluster A,B`'s first cluster was said), and --train-wopt's
+    # model counted (24 s on a 1.3B Llama); on a terminal only
     counting = ", counting the model you train (--train-wopt) on the meta device" * bool(args.train_wopt)
-    Status("predict").show(f"importing torch{counting}", checked=False)
-    import torch  # after the flags' checks: bad input is refused in a second, not after torch's import (2 s)
-
-    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    Status("predict").show(f"reading run {run_dir.name}{counting}" if run_dir else f"importing torch{counting}",
+                           checked=False)  # fmt: skip
+    device = HereDevice()  # torch asked only where a profile is measured here, or the run ran on another device
     if cluster.wanted(args):
         return _on_cluster(args, caps, run_dir, device=device)
     # a run's stored profile is said as stored, then calibrated on the run's rows (and said so)
@@ -89,7 +88,7 @@ def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
     )
     network, profile, run_dir, worlds = basis.network, basis.profile, basis.run_dir, basis.worlds
     caps = caps or basis.caps or list(DEFAULT_CAPS_MB)
-    profiled_on = store.read_run_meta(run_dir).get("device", device.type) if run_dir is not None else device.type
+    profiled_on = store.read_run_meta(run_dir).get("device") or device.type if run_dir is not None else device.type
     if given is not None and profiled_on == "cpu":  # a network typed in (a GPU cluster's) against a CPU's compute
         console.warning(f"the profile's compute is a CPU's, far slower than a GPU's, set against the network given "
                         f"(--busbw {args.busbw}): communication hides behind it, so these are a CPU's steps and their "
@@ -133,9 +132,8 @@ def _on_cluster(args: argparse.Namespace, caps, run_dir: Path | None, *, device)
     from harness.perfmodel.schedule import profile_from_rows
     from harness.results import store
 
-    # everything refusable about the run or the workload is refused before a word about the cluster
-    if run_dir is not None:  # its rows read: a run of 90 configurations, 0.5-1.8 s on a busy 2-core CPU
-        Status("predict").show(f"reading run {run_dir.name}", checked=False)  # --train-wopt is checked after
+    # everything refusable about the run or the workload is refused before a word about the cluster; the run's rows
+    # read (a run of 90 configurations, 0.5-1.8 s on a busy 2-core CPU) said by `run`'s first words
     fresh = [_fresh_setup(args, device, counts_full=True)] if run_dir is None else None
     matched = fresh or _run_setups(run_dir, args, device=device)
     setup = matched[0]
@@ -146,7 +144,7 @@ def _on_cluster(args: argparse.Namespace, caps, run_dir: Path | None, *, device)
         inputs.say_setup_choice(run_dir, matched)
         profile, source = gradient_profile._profile_for_run(run_dir, setup, device=device)
         configs = store.read_configs(run_dir)
-        profiled_on = store.read_run_meta(run_dir).get("device", device.type)
+        profiled_on = store.read_run_meta(run_dir).get("device") or device.type
     else:
         inputs.say_profiled_size(args, setup, device, trained=train)
         console.say(f"ddpbench predict: profiling {setup['workload']}/{setup['size']} (batch {setup['batch_size']}) "
@@ -348,7 +346,7 @@ def _run_setups(run_dir: Path, args: argparse.Namespace, *, device) -> list[dict
     """The run's setups the flags match, the first the one predicted; refused where its missing profile
     would be measured on another device than the run's (before a word about the network or the cluster)."""
     matched = inputs.matching_setups(run_dir, args)
-    inputs.refuse_profiling_elsewhere(run_dir, matched[0], here=device.type, cluster=args.cluster)
+    inputs.refuse_profiling_elsewhere(run_dir, matched[0], here=device, cluster=args.cluster)
     return matched
 
 

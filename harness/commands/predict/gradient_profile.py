@@ -44,6 +44,8 @@ def _measure_profile(setup: dict, *, device, threads: int | None = None, steps: 
 
 def _profiled(setup: dict, *, device, steps: int | None, source: tuple[str, dict] | None) -> list[dict]:
     """The profile's rows, said doubtful where the machine is busy or its steps noisy (CPU)."""
+    import torch
+
     import workloads
     from harness.measure import gradprofile
 
@@ -56,8 +58,9 @@ def _profiled(setup: dict, *, device, steps: int | None, source: tuple[str, dict
     if device.type == "cpu":
         profiling.warn_if_busy()
     progress = profiling.SlowStepProgress()
-    rows = gradprofile.measure(workload, batch_size=setup["batch_size"], device=device, dtype=setup["dtype"],
-                               optimizer=setup["optimizer"], seed=0, steps=steps, on_step=progress)  # fmt: skip
+    rows = gradprofile.measure(workload, batch_size=setup["batch_size"], device=torch.device(device.type),
+                               dtype=setup["dtype"], optimizer=setup["optimizer"], seed=0, steps=steps,
+                               on_step=progress)  # fmt: skip
     if device.type == "cpu":
         profiling.warn_if_noisy(progress.step_seconds()[-steps:])
     return [{**setup, **row} for row in rows]

@@ -176,7 +176,7 @@ def _flags_choosing(setup: dict, setups: list[dict]) -> str:
     return "no flag of predict (it differs in dtype only)"
 
 
-def refuse_profiling_elsewhere(run_dir: Path, setup: dict, *, here: str, cluster: str | None) -> None:
+def refuse_profiling_elsewhere(run_dir: Path, setup: dict, *, here, cluster: str | None) -> None:
     """A run with no profile for the setup, made on another device: profiled here, its compute would be this
     device's and stored with the run as if the run's own (a CPU profile of a GPU run takes minutes and is
     tens of times slower). Refused before anything is measured, printed or written."""
@@ -184,17 +184,17 @@ def refuse_profiling_elsewhere(run_dir: Path, setup: dict, *, here: str, cluster
     from harness.results import store
 
     ran_on = store.read_run_meta(run_dir).get("device") or _configs_device(run_dir)
-    if ran_on in (None, here) or predict.stored_profile(run_dir, setup) is not None:
-        return
+    if ran_on is None or predict.stored_profile(run_dir, setup) is not None or ran_on == here.type:
+        return  # `here.type` (a HereDevice's) last: it asks torch (seconds), which a stored profile spares
     program = invoked.ddpbench_command()  # as typed: a hint pasted into the same shell
     bench = (f"{program} bench --device {ran_on} --gpus 1 --workloads {setup['workload']} --size {setup['size']} "
              f"--batch-size {setup['batch_size']} --dtype {setup['dtype']}")  # fmt: skip
     here_too = (f"{program} predict --cluster {cluster or 'NAME'} --workload {setup['workload']} --size "
                 f"{setup['size']} --batch-size {setup['batch_size']} --local-step-ms MS")  # fmt: skip
     raise ConfigError(f"run {run_dir.name} ran on {ran_on} and stored no gradient profile for {setup_text(setup)}: "
-                      f"one measured here on {here} would be this machine's compute, not the run's. Profile it where "
-                      f"it ran (`{bench}` there stores one), or predict from a profile measured here, scaled to your "
-                      f"{ran_on} step at one rank: `{here_too}`")  # fmt: skip
+                      f"one measured here on {here.type} would be this machine's compute, not the run's. Profile it "
+                      f"where it ran (`{bench}` there stores one), or predict from a profile measured here, scaled to "
+                      f"your {ran_on} step at one rank: `{here_too}`")  # fmt: skip
 
 
 def _configs_device(run_dir: Path) -> str | None:
