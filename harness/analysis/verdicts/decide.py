@@ -32,7 +32,6 @@ import dataclasses
 
 import numpy as np
 import pandas as pd
-from scipy.special import chdtri, ndtri  # not scipy.stats: its import is 1 s of every command's start
 
 from harness.analysis import roles, stats
 from harness.analysis.verdicts import layouts, sweep
@@ -48,8 +47,9 @@ LOOK_LADDER = (2, 3, 4, 5, 6, 8, 10, 13, 16, 20, 25, 32, 40, 50, 64, 80, 100)
 FUTILE_FROM = 8
 """The fewest repeats from which an open verdict may be found out of reach: its spread is then estimated with
 7 degrees of freedom or more (pairs of n launches have n − 1)."""
-OPTIMISM_Z = float(ndtri(0.9))
-"""The optimistic end of an effect: its estimate plus this many standard errors (its 90 % upper bound)."""
+OPTIMISM = 0.9
+"""The optimistic end of an effect: its one-sided upper bound at this confidence (its estimate plus the normal
+quantile's standard errors)."""
 SPREAD_OVERESTIMATE = 0.95
 """The spread seen may be this likely an overestimate by the factor √(χ²(0.95, df)/df) (1.30 at 14 df): 'no
 significant change' is out of reach only when the interval at --max-repeats stays too wide after it."""
@@ -87,10 +87,12 @@ def out_of_reach(
     'no significant change' needs the interval within ±threshold, and its half-width projected to
     max_repeats stays wider than that even if the spread was overestimated (SPREAD_OVERESTIMATE); 'slower'
     or 'faster' needs the effect beyond the threshold by that half-width, and even its optimistic value
-    (OPTIMISM_Z standard errors past the estimate) falls short. Never before FUTILE_FROM repeats."""
+    (OPTIMISM's standard errors past the estimate) falls short. Never before FUTILE_FROM repeats."""
     have = min(len(base), len(new))
     if max_repeats is None or have < FUTILE_FROM or have >= max_repeats:
         return False
+    from scipy.special import chdtri, ndtri  # here, not atop: its import is 1-2 s of every `compare` and `report`
+
     judged = stats.ratio_interval(base, new, confidence=confidence, paired=paired)
     effect, half = abs(np.log(judged["ratio"])), np.log(judged["high"] / judged["low"]) / 2
     df_now, df_max = (have - 1, max_repeats - 1) if paired else (2 * have - 2, 2 * max_repeats - 2)
@@ -99,7 +101,9 @@ def out_of_reach(
     half_at_max = stats.t_quantile(quantile, df_max) * standard_error * np.sqrt(have / max_repeats)
     bound = np.log1p(threshold)
     overestimate = np.sqrt(chdtri(df_now, 1 - SPREAD_OVERESTIMATE) / df_now)  # χ²'s 95th percentile at df_now
-    return bool(half_at_max > overestimate * bound and effect + OPTIMISM_Z * standard_error <= bound + half_at_max)
+    return bool(
+        half_at_max > overestimate * bound and effect + float(ndtri(OPTIMISM)) * standard_error <= bound + half_at_max
+    )
 
 
 def confidence_for(repeats: int | str, max_repeats: int) -> float:
