@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import importlib.util
+import sys
 from collections.abc import Hashable, Sequence
 from pathlib import Path
 from typing import Any
@@ -121,7 +122,12 @@ def first_bucket_bytes(cap_bytes: int, *, cap_given: bool = True) -> int:
 @functools.cache
 def _caps_first_bucket_apart_only_by_default() -> bool:
     """Whether the installed DDP has `_BucketCapacityConfig` (torch ≥ 2.9), read in its source: importing torch for
-    one name is 2 to 12 s of `predict`'s wait."""
+    one name is 2 to 12 s of `predict`'s wait. Where torch is loaded already, or its source is not on disk (a
+    build that ships bytecode only), torch itself is asked."""
     spec = importlib.util.find_spec("torch")
     source = Path(next(iter(spec.submodule_search_locations or []), "")) / "nn" / "parallel" / "distributed.py"
-    return "class _BucketCapacityConfig" in source.read_text(encoding="utf-8")
+    if "torch" not in sys.modules and source.is_file():
+        return "class _BucketCapacityConfig" in source.read_text(encoding="utf-8")
+    import torch.nn.parallel.distributed as ddp
+
+    return hasattr(ddp, "_BucketCapacityConfig")
