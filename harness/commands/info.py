@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 
 from harness.commands import console
 from harness.commands.fits_here import (
@@ -190,7 +191,7 @@ def _describe_workload(name: str, counts: dict, options: dict, inputs: dict | No
     asked = " ".join(f"--wopt {key}={value}" for key, value in options.items())
     console.say(f"workload {name}" + (f" {asked}" if asked else "")
                 + (f": {workloads.REGISTRY.entry(name).description}" if registered else "")
-                + (f": {full_is}" if full_is else "")
+                + (f": {full_is}{_unlike_its_name(full_is, counts.get('full'))}" if full_is else "")
                 + (f": {ignored} ignored: parameters fp32, --dtype picks the compute" if ignored else ""))  # fmt: skip
     inputs = inputs or {}
     if counts and all(isinstance(count, str) for count in counts.values()):  # timm not installed: nothing to count
@@ -238,6 +239,23 @@ def _describe_workload(name: str, counts: dict, options: dict, inputs: dict | No
     console.say(f"  counted on the meta device; {'' if yours else 'at full, '}{too_large}: bench it smaller{how}")
     if then:
         console.say(f"  then {then}")
+
+
+NAMED_SIZE = re.compile(r"like \S*?(\d+(?:\.\d+)?)([bm])\b", re.IGNORECASE)
+"""A size in the name of the checkpoint a configuration's docs call it like ("like Qwen/Qwen2-7B")."""
+
+
+def _unlike_its_name(full_is: str, count) -> str:
+    """Where the checkpoint full is said to be like names a size its default configuration does not count within
+    a quarter (transformers' Qwen2Config, "like Qwen/Qwen2-7B", counts 12.0B: 32 key/value heads, not 4), say so:
+    the count, not the name, is what ddpbench builds."""
+    named = NAMED_SIZE.search(full_is)
+    if not named or count is None or isinstance(count, str):
+        return ""
+    size = float(named[1]) * (1e9 if named[2].lower() == "b" else 1e6)
+    if abs(count.parameters - size) <= 0.25 * size:
+        return ""
+    return f", though its defaults count {human_count(count.parameters)}, not {named[1]}{named[2].upper()}"
 
 
 def _say_count(label: str, count, text: str) -> None:

@@ -262,6 +262,23 @@ def test_list_says_where_the_full_sizes_sequence_is_shorter_than_the_configurati
     assert out.count(" parameters, sequence 2048, ") == 3 and "max_position_embeddings" not in out
 
 
+def test_list_says_where_the_checkpoint_full_is_like_names_a_size_its_defaults_do_not_count():
+    """`list hf:qwen2` said "like Qwen/Qwen2-7B (its docs say)" beside a counted 12.0B (transformers' default
+    Qwen2Config has 32 key/value heads, the checkpoint 4): the count is what ddpbench builds, and it says so."""
+    from types import SimpleNamespace
+
+    from harness.commands import info
+
+    qwen2 = "full is transformers' default Qwen2Config, like Qwen/Qwen2-7B (its docs say)"
+    assert info._unlike_its_name(qwen2, SimpleNamespace(parameters=12.0e9)) == (
+        ", though its defaults count 12.0B, not 7B"
+    )
+    llama = "full is transformers' default LlamaConfig, like meta-llama/Llama-2-7b-hf (its docs say)"
+    assert info._unlike_its_name(llama, SimpleNamespace(parameters=6.74e9)) == ""  # within a quarter of 7B
+    assert info._unlike_its_name("like bigcode/santacoder-350m (its docs say)", SimpleNamespace(parameters=1e9))
+    assert info._unlike_its_name("like google-t5/t5-small (its docs say)", SimpleNamespace(parameters=6e7)) == ""
+
+
 @pytest.mark.parametrize(
     "name, named",
     [("bogus", "name a strategy (bucketed"), ("nope.toml", "ddpbench list 'nope.toml': no such file; give")],
