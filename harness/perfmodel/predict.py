@@ -9,6 +9,7 @@ gradient-ready profile. Measuring a profile runs a workload (the rank layer's `g
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
@@ -26,7 +27,7 @@ from harness.perfmodel.measured import (
     ddp_own_cost_s,
     pooled_step_s,
 )
-from harness.perfmodel.network import Network, network_for_run, network_link
+from harness.perfmodel.network import NO_CONTENTION, Network, network_for_run, network_link
 from harness.perfmodel.schedule import Calibration, Profile, calibrate, predict_cap, profile_from_rows
 from harness.protocols import ConfigError
 from harness.results import model_tables, store
@@ -71,6 +72,59 @@ def calibration_target(configs: pd.DataFrame, setup: dict) -> tuple[str | None, 
     return None, None
 
 
+@dataclass(frozen=True)
+class CoreShare:
+    """How much slower each rank computes when `world` ranks share a CPU's `cores` cores, beyond the one-rank step
+    the compute is calibrated on. `floor`: world / cores, each rank's share of a core alone (memory bandwidth and
+    caches, shared too, only slow it further). `carried`: the run's own slowdown, its baseline step at the largest
+    world size ≥ 2 it measured (`measured_world`) over its one-rank step (`measured_ratio`), times the further
+    sharing of cores beyond it (world / max(measured_world, cores)); None where the run measured none."""
+
+    world: int
+    cores: int
+    floor: float
+    carried: float | None = None
+    measured_world: int | None = None
+    measured_ratio: float | None = None
+
+    @property
+    def scale(self) -> float:
+        """The scale the step is priced at: the run's own slowdown where measured, else the floor."""
+        return self.floor if self.carried is None else self.carried
+
+    @property
+    def bounds(self) -> tuple[float, float]:
+        """The scales whose steps bound the forecast: the floor's and the carried slowdown's (one where unmeasured)."""
+        ends = (self.floor, self.scale)
+        return min(ends), max(ends)
+
+
+def core_share(configs: pd.DataFrame, setup: dict, *, world: int, cores: int | None) -> CoreShare | None:
+    """A CoreShare where `world` ranks outnumber the `cores` the run's ranks had (run_cores); None where they do not
+    (one rank to a core: the one-rank calibration holds, docs/measured-cpu.md) or the cores are unknown."""
+    if not cores or world <= cores:
+        return None
+    share = CoreShare(world, cores, floor=world / cores)
+    one_s = pooled_step_s(configs, setup, world=1, role="baseline")
+    measured = [w for w in range(world, 1, -1) if pooled_step_s(configs, setup, world=w, role="baseline")]
+    if not one_s or not measured:
+        return share
+    ratio = pooled_step_s(configs, setup, world=measured[0], role="baseline") / one_s
+    further = world / max(measured[0], cores)
+    return CoreShare(world, cores, share.floor, ratio * further, measured[0], ratio)
+
+
+def run_cores(run: Path) -> int | None:
+    """The cores a run's ranks could run on (run.json's usable_cpus, else the machine's count); None where unsaid."""
+    environment = store.read_run_meta(run).get("environment") or {}
+    return environment.get("usable_cpus") or environment.get("cpu_count")
+
+
+def with_shared_cores(profile: Profile, share: CoreShare | None, scale: float | None = None) -> Profile:
+    """The calibrated profile, its compute slowed by `scale` (share.scale where not given); as is without a share."""
+    return profile if share is None else calibrate(profile, Calibration(compute_scale=scale or share.scale))
+
+
 def scaled_to_local_step(profile: Profile, calibration: Calibration, local_step_s: float | None, *,
                          own_carried: bool = True, optimizer_s: float | None = None,
                          own_s: float | None = None) -> Calibration:  # fmt: skip
@@ -90,13 +144,16 @@ def scaled_to_local_step(profile: Profile, calibration: Calibration, local_step_
 
 
 def sweep_predictions(configs: pd.DataFrame, profiles: pd.DataFrame, network: Network, *,
-                      shipped: bool = False, against: pd.DataFrame | None = None) -> list[dict]:  # fmt: skip
+                      shipped: bool = False, against: pd.DataFrame | None = None,
+                      cores: int | None = None) -> list[dict]:  # fmt: skip
     """Per stock bucket-cap configuration at world size ≥ 2 with a profile: measured against predicted,
     raw (the profile as measured), raw with the collectives run's contention (independent of the run's
     rows), calibrated (see Calibration), and calibrated with contention. `shipped`: stock as torch ships it (no
     cap given: its 1 MiB first bucket, then 25 MiB) instead, the check a run without a cap sweep has.
     `against`: another run's configurations measured instead of the run's own (`predict --against`: the forecast,
-    calibrated on this run's one-rank rows, held against a later run's steps)."""
+    calibrated on this run's one-rank rows, held against a later run's steps). `cores`: the cores the run's ranks
+    had (run_cores); where a world size's ranks outnumber them, the calibrated compute is slowed as core_share
+    says, and each row gains `core_share` and the steps at its bounds (`low_ms`, `high_ms`)."""
     configs = _as_ddp_caps(configs)
     checked = configs if against is None else _as_ddp_caps(against)
     given = checked["impl_options"].map(cap_given).astype(bool)
@@ -112,6 +169,7 @@ def sweep_predictions(configs: pd.DataFrame, profiles: pd.DataFrame, network: Ne
         link = network_link(network, world)
         contention = network.contention.get(world)
         calibration = run_calibration(configs, setup, profile=profile)
+        share = core_share(configs, setup, world=world, cores=cores)
         calibrated = calibrate(profile, calibration)
         # The repeats pooled as the run page ranks them and the sweep decides: their geometric mean.
         measured = group.groupby("bucket_cap_mb")["step_ms_median"].agg(stats.geometric_mean)
@@ -119,8 +177,9 @@ def sweep_predictions(configs: pd.DataFrame, profiles: pd.DataFrame, network: Ne
             at = {"cap_mb": cap, "link": link, "world_size": world, "cap_given": not shipped}
             raw = predict_cap(profile, **at)
             raw_contended = predict_cap(profile, **at, contention=contention) if contention else None
-            plain = predict_cap(calibrated, **at)
-            contended = predict_cap(calibrated, **at, contention=contention) if contention else None
+            plain = predict_cap(with_shared_cores(calibrated, share), **at)
+            contended = (predict_cap(with_shared_cores(calibrated, share), **at, contention=contention)
+                         if contention else None)  # fmt: skip
             rows.append({
                 "workload": setup["workload"], "size": setup["size"], "impl": group["impl"].iloc[0],
                 "world_size": world,
@@ -131,8 +190,26 @@ def sweep_predictions(configs: pd.DataFrame, profiles: pd.DataFrame, network: Ne
                 "predicted_contention_ms": contended.step_s * 1e3 if contended else None,
                 "compute_scale": calibration.compute_scale, "reducer_ms": calibration.reducer_s * 1e3,
                 "buckets": plain.buckets, "network": link.source,
+                **_bounds(calibrated, share, at, contention),
             })  # fmt: skip
     return rows
+
+
+def forecast_ms(row: dict) -> float:
+    """The step a sweep_predictions row forecasts, as `predict` says it: with the collectives run's contention where
+    it measured that world size, else without."""
+    contended = row["predicted_contention_ms"]
+    return row["predicted_ms"] if contended is None or pd.isna(contended) else contended
+
+
+def _bounds(calibrated: Profile, share: CoreShare | None, at: dict, contention) -> dict:
+    """Where ranks share cores: the share, and the steps at its bounds' scales (see sweep_predictions); else none."""
+    if share is None:
+        return {}
+    contention = contention or NO_CONTENTION
+    low, high = (predict_cap(with_shared_cores(calibrated, share, scale), **at, contention=contention).step_s * 1e3
+                 for scale in share.bounds)  # fmt: skip
+    return {"core_share": share, "low_ms": low, "high_ms": high}
 
 
 def _as_ddp_caps(configs: pd.DataFrame) -> pd.DataFrame:

@@ -756,3 +756,42 @@ def test_a_largest_only_run_is_told_to_bench_the_ladder_not_the_gpus_it_ran(tmp_
     said = capsys.readouterr().err
     assert "run a1 measured each strategy at 2 ranks alone" in said and "--gpus 2 too" not in said
     assert said.rstrip().endswith("bench --impls zero,fsdp --gpus 2")
+
+
+_SETUP = {"workload": "w", "size": "tiny", "batch_size": 2, "dtype": "fp32", "optimizer": "sgd"}
+
+
+def test_ranks_beyond_the_cores_slow_the_compute_by_the_runs_own_slowdown_else_by_ranks_per_core():
+    """A CPU whose cores the ranks outnumber: the run's local at its largest world ≥ 2 over its one-rank step (42 / 28 =
+    1.5), times the further ranks per core (4 ranks on 2 cores: 2), and ranks / cores alone as the floor; at a rank to
+    a core, or with the cores unknown, nothing is slowed."""
+    configs = pd.DataFrame([_config("l1", "local", None, 28.0, world=1), _config("l2", "local", None, 42.0)])
+    share = predict.core_share(configs, _SETUP, world=4, cores=2)
+    assert (share.floor, share.carried, share.measured_world, *share.bounds) == pytest.approx((2.0, 3.0, 2, 2.0, 3.0))
+    assert predict.core_share(configs, _SETUP, world=2, cores=2) is None
+    assert predict.core_share(configs, _SETUP, world=4, cores=None) is None
+    one_rank_only = predict.core_share(configs.iloc[:1], _SETUP, world=3, cores=2)
+    assert one_rank_only.carried is None
+    assert (one_rank_only.scale, *one_rank_only.bounds) == pytest.approx((1.5, 1.5, 1.5))
+
+
+def test_a_forecast_where_ranks_share_cores_is_slowed_and_judged_inside_or_outside_its_range():
+    """predict --against with the forecast's run on 1 core: its w3 forecast is priced at the carried slowdown (local
+    at w2 over w1: 42 / 28 = 1.5, times 3 ranks per core beyond 2 = 1.5: 2.25×), its range between that step and the
+    3-ranks-a-core floor's (3×), the measured step said inside or outside; a rank to a core has no range."""
+    from harness.commands.console.predict import shared_cores
+    from harness.commands.console.predict.against import forecast_rows
+
+    old = pd.DataFrame([_config("l1", "local", None, 28.0, world=1), _config("s1", "stock", None, 32.0, world=1),
+                        _config("l2", "local", None, 42.0)])  # fmt: skip
+    later = pd.DataFrame([_config("n3", "stock", None, 100.0, world=3)])
+    network = net.given_network(busbw_bytes_per_s=MB / 1e-3, latency_s=0.0)
+    (plain,) = forecast_rows(old, _PROFILE_ROWS, later, network)
+    (slowed,) = forecast_rows(old, _PROFILE_ROWS, later, network, cores=1)
+    assert "core_share" not in plain and shared_cores.range_words(plain).startswith("no range")
+    assert (slowed["core_share"].scale, *slowed["core_share"].bounds) == pytest.approx((2.25, 2.25, 3.0))
+    assert slowed["forecast_ms"] > 2 * plain["forecast_ms"]  # compute is most of this step: 2.25× of it
+    assert slowed["low_ms"] == pytest.approx(slowed["forecast_ms"]) and slowed["high_ms"] > slowed["low_ms"] * 1.2
+    middle = (slowed["low_ms"] + slowed["high_ms"]) / 2
+    assert shared_cores.range_words({**slowed, "measured_ms": middle}).endswith("measured inside")
+    assert shared_cores.range_words({**slowed, "measured_ms": slowed["high_ms"] * 1.01}).endswith("measured outside")

@@ -11,7 +11,7 @@ from typing import Any, NamedTuple
 
 from harness.commands import console
 from harness.commands.console import invoked, predictions
-from harness.commands.console.predict import against
+from harness.commands.console.predict import against, shared_cores
 from harness.commands.console.progress import Status
 from harness.commands.predict import bookings, cluster, counts, each_cluster, full_size, gradient_profile, inputs
 from harness.config.bench import SIZE_CHOICES, ConfigError, HereDevice
@@ -45,7 +45,7 @@ def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
     from harness.perfmodel.clusters import cluster as profiles
     from harness.perfmodel.measured import SETUP_KEYS
     from harness.perfmodel.network import NO_CONTENTION, network_link
-    from harness.perfmodel.predict import DEFAULT_CAPS_MB
+    from harness.perfmodel.predict import DEFAULT_CAPS_MB, with_shared_cores
     from harness.perfmodel.schedule import largest_bucket_bytes, predict_caps
     from harness.perfmodel.sharded import with_sharded_steps
     from harness.results import store
@@ -98,11 +98,15 @@ def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
     for world in worlds:
         link = network_link(network, world)
         measured = network.contention.get(world)  # None: not measured, predicted without contention
-        frame = predict_caps(profile, caps_mb=caps, link=link, world_size=world, contention=measured or NO_CONTENTION)
-        frame = with_sharded_steps(frame, profile, network, world_size=world, fsdp_profile=basis.fsdp_profile,
+        share = shared_cores.share_at(run_dir, basis.setup, world)  # None: a rank to a core, or no run
+        slowed = with_shared_cores(profile, share)
+        frame = predict_caps(slowed, caps_mb=caps, link=link, world_size=world, contention=measured or NO_CONTENTION)
+        frame = with_sharded_steps(shared_cores.against_one_rank(frame, profile), slowed, network, world_size=world,
+                                   fsdp_profile=with_shared_cores(basis.fsdp_profile, share),
                                    fsdp_own_s=basis.fsdp_own_s, blocking=profiled_on == "cpu",
                                    zero_own_s=basis.zero_own_s)  # fmt: skip
         predictions.predict_table(frame, world=world, link=link, contention=measured)
+        shared_cores.say(share, frame)
         counts.warn_if_extrapolated(link, largest_bucket_bytes(profile, caps), world=world)
         if given is None:  # a fitted network: said where this world size is not one it was measured at
             counts.warn_unmeasured_world(network, world)

@@ -1,27 +1,28 @@
 """`predict --run OLD --against NEW`: the forecast OLD gives held against NEW's measured steps, per configuration of
 DDP as the model simulates it: the step `predict --run OLD --gpus N` says at that cap (calibrated on OLD's one-rank
-rows, with the collectives run's contention where it measured that world size), NEW's measured step, the error, and
-whether the forecast stated a range to fall in (it states one step per cap: none)."""
+rows, with the collectives run's contention where it measured that world size, its compute slowed where the ranks
+outnumber OLD's cores), NEW's measured step, the error, and whether the step fell inside the range the shared
+cores give (none at a rank to a core: one step per cap)."""
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 from harness.commands.console import say
+from harness.commands.console.predict import shared_cores
 
 
-def forecast_rows(configs, profiles, later, network) -> list[dict]:
+def forecast_rows(configs, profiles, later, network, *, cores: int | None = None) -> list[dict]:
     """OLD's forecast (`configs`, `profiles`: its rows and profiles) of each DDP configuration `later` measured at
     world size ≥ 2, its cap given or as shipped, with `forecast_ms` (the figure predict says there) and `error`
-    ((forecast − measured) / measured)."""
+    ((forecast − measured) / measured); where ranks outnumber OLD's `cores`, its compute slowed and the bounds of
+    that slowing (`low_ms`, `high_ms`: perfmodel.predict.sweep_predictions)."""
     from harness.perfmodel import predict
 
     rows = []
     for shipped in (False, True):
-        for row in predict.sweep_predictions(configs, profiles, network, shipped=shipped, against=later):
-            contended = row["predicted_contention_ms"]
-            forecast = row["predicted_ms"] if contended is None or math.isnan(contended) else contended
+        for row in predict.sweep_predictions(configs, profiles, network, shipped=shipped, against=later, cores=cores):
+            forecast = predict.forecast_ms(row)
             rows.append({**row, "shipped": shipped, "forecast_ms": forecast,
                          "error": forecast / row["measured_ms"] - 1})  # fmt: skip
     return sorted(rows, key=lambda r: (r["world_size"], r["workload"], r["size"], r["shipped"], r["bucket_cap_mb"]))
@@ -30,10 +31,11 @@ def forecast_rows(configs, profiles, later, network) -> list[dict]:
 def check(run_dir: Path, against_dir: Path, network, *, said_if_none: bool = True) -> None:
     """Said after the forecast: each configuration of `against_dir` the forecast of `run_dir` covers (where it covers
     none, said so unless `said_if_none` is false)."""
+    from harness.perfmodel import predict
     from harness.results import model_tables, store
 
     rows = forecast_rows(store.read_configs(run_dir), model_tables.read_gradprofiles(run_dir),
-                         store.read_configs(against_dir), network)  # fmt: skip
+                         store.read_configs(against_dir), network, cores=predict.run_cores(run_dir))  # fmt: skip
     old, new = run_dir.name, against_dir.name
     if not rows and said_if_none:
         say(f"forecast check: run {new} measured no DDP step (stock, any cap) at world size ≥ 2 of the setup "
@@ -48,10 +50,17 @@ def check(run_dir: Path, against_dir: Path, network, *, said_if_none: bool = Tru
         cap = "as shipped (1 MiB first bucket, then 25 MiB)" if r["shipped"] else f"cap {r['bucket_cap_mb']:g} MiB"
         side = "forecast faster than measured" if r["error"] < 0 else "forecast slower than measured"
         say(f"  w{r['world_size']} {r['workload']}/{r['size']} {r['impl']} {cap}: forecast {r['forecast_ms']:.2f} "
-            f"ms, measured {r['measured_ms']:.2f} ms, error {r['error']:+.1%} ({side}) [{r['network']}]")  # fmt: skip
+            f"ms, measured {r['measured_ms']:.2f} ms, error {r['error']:+.1%} ({side}); "
+            f"{shared_cores.range_words(r)} [{r['network']}]")  # fmt: skip
+        if "core_share" in r:
+            say(f"    {shared_cores.share_words(r['core_share'])}")
     mape = sum(abs(r["error"]) for r in rows) / len(rows)
-    say(f"  mean absolute error {mape:.1%} over {len(rows)}; in range: not judged, the forecast states one step per "
-        "cap and no range around it; ZeRO-1's and FSDP2's forecasts are not checked here")  # fmt: skip
+    ranged = [r for r in rows if "core_share" in r]
+    inside = sum(r["low_ms"] <= r["measured_ms"] <= r["high_ms"] for r in ranged)
+    judged = f"{inside} of {len(ranged)} inside their range" if ranged else "no range stated"
+    say(f"  mean absolute error {mape:.1%} over {len(rows)}; {judged} (a range only where ranks share cores: at a "
+        "rank to a core the forecast is one step, and the run's repeats give it no spread); ZeRO-1's and FSDP2's "
+        "forecasts are not checked here")  # fmt: skip
 
 
 def against_run(args) -> Path | None:
