@@ -754,3 +754,27 @@ def test_the_what_if_pages_commands_carry_the_runs_results_folder_and_name_its_b
     group = pd.DataFrame({"activation_mb": [12.0]})
     batch = whatif_memory._batch_words(group, {"batch_size": 8}, None, run="strat --results mine", cluster="dgx-h100")
     assert f"<code>{said} --local-step-ms MS --batch-size N --page" in batch
+
+
+def test_a_run_without_a_cap_sweep_has_its_model_checked_on_its_page_as_predict_checks_it(tmp_path, monkeypatch):
+    """Section 4b said "Nothing to check the model against ... this run swept none" while `predict --run` checks the
+    model against the run's own stock as shipped: the page now says that check, the same figures."""
+    import shutil
+
+    from harness.results import model_tables
+
+    run_dir = shutil.copytree(DATA / "cpu_run", tmp_path / "cpu_run")
+    given = network.given_network(busbw_bytes_per_s=1e9, latency_s=0.0)
+    monkeypatch.setattr(network, "network_for_run", lambda results, run: given)
+    configs = store.read_configs(run_dir).assign(grad_bytes=1_000_000)  # a floor to draw: the fixture counted none
+    run = aggregate.RunData(meta={"run_id": "cpu_run"}, configs=configs, ranks=pd.DataFrame(), phases=pd.DataFrame(),
+                            boxes=pd.DataFrame(), series=pd.DataFrame(), run_path=str(run_dir),
+                            floor=pd.DataFrame(predict.floor_rows(configs, given)),
+                            predictions=pd.DataFrame(columns=["workload", "world_size"]))  # fmt: skip
+    section = text(model_section.model_section(run, ["mlp"], FigureList()))
+    (row,) = predict.sweep_predictions(configs, model_tables.read_gradprofiles(run_dir), given, shipped=True)
+    forecast, measured = predict.forecast_ms(row), row["measured_ms"]
+    said = f"w2 mlp/tiny: forecast {forecast:.2f} ms, measured {measured:.2f} ms, error {forecast / measured - 1:+.1%}"
+    assert said in section
+    assert "Nothing to check the model against" not in section
+    assert "ddpbench predict --run cpu_run --against LATER_RUN" in section

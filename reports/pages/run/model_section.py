@@ -35,6 +35,8 @@ def model_section(run: RunData, workloads: list[str], figs: FigureList) -> str:
             parts.append(figs.add(figure, CAPTIONS["model"]))
     if not run.predictions.empty:
         parts.append(prediction_error_table(run.predictions, run.recommendations))
+    elif not swept_reference(run, workloads) and (checked := shipped_check(run)):
+        parts.append(checked)
     elif not swept_reference(run, workloads):  # the floor alone: why the heading's second question has no answer
         reference = roles.reference_name()
         parts.append(
@@ -43,6 +45,30 @@ def model_section(run: RunData, workloads: list[str], figs: FigureList) -> str:
             f"<code>--bucket-cap-mb 1,5,10,25,50,100</code>, {reference} among the <code>--impls</code>).</p>"
         )
     return "\n".join(parts)
+
+
+def shipped_check(run: RunData) -> str:
+    """The check `predict --run RUN` says of a run without a cap sweep: the model held against the reference's steps
+    as shipped (its 1 MiB first bucket, then 25 MiB) at each world size ≥ 2, the same figures; "" where it has none."""
+    from harness.perfmodel import predict
+    from harness.perfmodel.network import network_for_run
+    from harness.results import model_tables
+
+    folder = Path(run.run_path) if run.run_path else None
+    network = network_for_run(folder.parent, folder) if folder is not None and folder.is_dir() else None
+    if network is None or not network.links:
+        return ""
+    rows = predict.sweep_predictions(run.configs, model_tables.read_gradprofiles(folder), network, shipped=True,
+                                     cores=predict.run_cores(folder))  # fmt: skip
+    items = "".join(f"<li>w{r['world_size']} {esc(r['workload'])}/{esc(r['size'])}: forecast "
+                    f"{predict.forecast_ms(r):.2f} ms, measured {r['measured_ms']:.2f} ms, error "
+                    f"{predict.forecast_ms(r) / r['measured_ms'] - 1:+.1%}</li>" for r in rows)  # fmt: skip
+    run_id = esc(run.meta.get("run_id", folder.name))
+    return (f"<p>This run swept no <code>bucket_cap_mb</code>: the model is checked, as <code>ddpbench predict "
+            f"--run {run_id}</code> checks it, against {esc(roles.reference_name())}'s step as shipped (its 1 MiB "
+            "first bucket, then 25 MiB), calibrated on the run's one-rank steps:</p>"
+            f"<ul>{items}</ul><p>A later run's steps: <code>ddpbench predict --run {run_id} --against "
+            "LATER_RUN</code>.</p>") if rows else ""  # fmt: skip
 
 
 def swept_reference(run: RunData, workloads: list[str]) -> bool:
