@@ -289,3 +289,6 @@ def test_the_why_names_a_gradient_larger_than_the_cap_and_what_the_runner_up_cap
     slow = frame.assign(**{c: frame[c] * 10 for c in ("full_size_comm_ms", "full_size_exposed_ms")})
     said = ranked.full_size_why(ranked.ddp_ranked_row(slow), 2000.0, 1.0, against=ranked.runner_up_words(slow, 2000.0))
     assert "take at least 1950 ms a step" in said and "overlapping backward (2000 ms)" in said and "e+" not in said
+    # the floors' margin too: 200 ms between the caps read '2e+02 ms higher'
+    slower = slow.assign(full_size_step_floor_ms=frame["full_size_step_floor_ms"] * 10)
+    assert ", its floor 200 ms higher: " in ranked.runner_up_words(slower, 2000.0)

@@ -224,7 +224,7 @@ def runner_up_words(frame: pd.DataFrame, backward_ms: float) -> str:
         return ""
     other = others.iloc[int(np.nanargmin(values))]
     margin = other["full_size_step_floor_ms"] - mine["full_size_step_floor_ms"]
-    how = f"{abs(margin):.2g} ms {'higher' if margin > 0 else 'lower'}" if abs(margin) >= 0.005 else "alike"
+    how = f"{ms_text(abs(margin))} ms {'higher' if margin > 0 else 'lower'}" if abs(margin) >= 0.005 else "alike"
     hidden = all(r["full_size_comm_ms"] <= backward_ms for r in (other, mine))
     spent = ", hidden behind backward either way" if hidden else f", against backward's {ms_text(backward_ms)} ms"
 
