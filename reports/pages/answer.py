@@ -181,6 +181,7 @@ def sweep_command(configs: pd.DataFrame, meta: dict, workload: str, *, program: 
     spec = ((meta.get("workloads") or {}).get(workload) or {}).get("spec") or workload
     sizes = mine["size"].dropna() if "size" in mine else pd.Series(dtype=object)
     gpus = (meta.get("config") or {}).get("gpus") or _one_node_world(mine)  # a run.json without its config
+    gpus = max(gpus, 2) if gpus else None  # at one rank no cap is judged (sweep.sweeps): the sweep needs two
     words = [program, "bench", "--impls", roles.reference_name(), "--workloads", str(spec)]
     words += ["--size", str(sizes.iloc[0])] if len(sizes) else []
     words += ["--gpus", str(gpus)] if gpus else []

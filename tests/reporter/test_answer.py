@@ -466,6 +466,9 @@ def test_a_run_without_a_sweep_says_why_the_answer_names_no_cap_and_the_bench_th
     assert "(DDP ran its default, 25 MiB, a first bucket of 1 MiB)" in page
     one_cap = answer.no_sweep_note(dataclasses.replace(run, configs=run.configs.assign(bucket_cap_mb=5.0)), "mlp")
     assert "(it ran at 5 MiB only)" in one_cap  # `--bucket-cap-mb 5` alone: no sweep, and not DDP's default
+    one_rank = dataclasses.replace(run, configs=run.configs[run.configs["world_size"] == 1])
+    # a run of one rank (--gpus 1): its --gpus 1 would sweep caps that no verdict judges (one rank sends nothing)
+    assert "--gpus 2 --bucket-cap-mb" in answer.no_sweep_note(one_rank, "mlp")
     swept = site.read_run(DATA / "bucket_sweep", pages=tmp_path)
     said = answer.answer_section(swept, ["mlp"])
     assert "<th>bucket cap to use</th>" in said and "No bucket cap to use" not in said
