@@ -100,11 +100,12 @@ TIMED_HOOK_COST = (
 CASTS_IN_FLIGHT = (
     "the {hook} hook's casts counted in flight: a bucket's time runs from before the hook casts it to 2-byte floats "
     "to after it copies the sum back into the bucket, so comm_ms holds those passes over the bucket, compute, and can "
-    "read longer than stock's though half the bytes travel (32.1 MiB cast and divided in 97 ms, copied back in 17 ms, "
-    "one CPU thread at load 18)"
+    "read longer than stock's though half the bytes travel"
 )
 """torch's fp16/bf16_compress_hook casts inside the hook and copies back in its future's callback: the timed wrapper
-stamps the hook's call and its future, so the casts are inside the window (the console's `casts_counted` words)."""
+stamps the hook's call and its future, so the casts are inside the window (the console's `casts_counted` words).
+Written into every such row's `comm_note`, so no figure of one machine's: on one CPU thread at load 18, 32.1 MiB
+(mlp/small's gradients) were cast and divided in 97 ms and copied back in 17 ms."""
 
 
 DDP_DEFAULTS = {

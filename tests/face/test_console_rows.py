@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import re
 import sys
 from pathlib import Path
 
@@ -351,6 +352,8 @@ def test_a_compression_hooks_time_in_flight_says_it_holds_the_hooks_casts():
 
     stock, bf16 = impls.create("stock"), impls.create("stock", comm_hook="bf16")
     assert stock.timeline_caveat("cpu") is None
+    # stored in every such row, a GPU's too: no time measured once on one CPU (it said '97 ms … at load 18')
+    assert not re.search(r"\d ms|load \d", bf16.timeline_caveat("cuda"))
     note = f"{HOOK_TIMED}: {bf16.timeline_cost()}; {bf16.timeline_caveat('cpu')}"  # as the rank joins them
     line = console.describe_row({**ROW, "comm_bytes": 8481792.0, "comm_note": note})
     assert "(27.4 exposed, 24% hidden, 8.09 MiB of messages, the bf16 hook's casts counted in flight), parity" in line
