@@ -147,6 +147,7 @@ def test_a_dry_run_lists_every_configuration_and_writes_nothing(capsys, tmp_path
     assert listed[9].startswith("[10/12] w2 mlp/tiny stock bucket_cap_mb=25 (repeat 2):")
     assert "[12/12] w2 mlp/tiny local (repeat 2):" in listed[-1]
     assert "dry run: 12 configurations in 4 torchrun launches, to start (--repeats auto adds" in out
+    assert " to run, " not in out  # nothing skipped: the 12 are the ones to run
     # no earlier run in the folder: the steps' floor by FLOPs, no total: the fixed cost on top is not known yet
     forecast = next(line for line in out.splitlines() if " of steps (all 12 configurations, by their FLOPs" in line)
     assert forecast.startswith(("ddpbench: at least ", "ddpbench: a floor under 0.1 s"))  # a floor, said as one
@@ -162,6 +163,11 @@ def test_a_dry_run_lists_every_configuration_and_writes_nothing(capsys, tmp_path
     assert "[7/8] w2 mlp/tiny dataparallel: skipped here, as [3]" in out  # a reason in full once: a sweep met one 16×
     assert "w1 mlp/tiny rpc_hybrid: skipped here: workload 'mlp' has no remote part for the parameter server" in out
     assert "w2 mlp/tiny stock: 3 warm-up + 20 timed steps" in out
+    # the count the forecast goes on with ('all 4 configurations') is said beside the 8 listed, with why the rest
+    assert (
+        "dry run: 8 configurations in 2 torchrun launches: 4 to run, 4 skipped here (2 as [3]: needs CUDA GPUs; "
+        "2 as [4]: workload 'mlp' has no remote part for the parameter server); nothing launched"
+    ) in out
     assert not results.exists()
     assert cli.main(["bench", "--dry-run", "--resume", "x", "--results", str(results)]) == 2
     assert "--dry-run plans a new run" in capsys.readouterr().err and not results.exists()

@@ -220,6 +220,7 @@ def _list_planned(configurations, more: str) -> None:
     from harness.launch.launcher import launch_order
 
     said: dict[str, int] = {}  # a reason in full once, then by the line that gave it (a sweep met one 16 times)
+    skipped: dict[str, int] = {}  # each reason and how many it skips
     for number, cfg in enumerate(launch_order(configurations), 1):
         again = f" (repeat {cfg.repeat + 1})" if cfg.repeat else ""
         why = skip_reason(cfg)
@@ -227,10 +228,27 @@ def _list_planned(configurations, more: str) -> None:
         if why:
             what = f"skipped here: {why}" if why not in said else f"skipped here, as [{said[why]}]"
             said.setdefault(why, number)
+            skipped[why] = skipped.get(why, 0) + 1
         say(f"  [{number}/{len(configurations)}] {cfg.label()}{again}: {what}")
     launches = len({(c.world_size, c.extra_ranks, c.repeat) for c in configurations})
     say(
         f"ddpbench: dry run: {counted(len(configurations), 'configuration')} in {launches} torchrun "
-        f"launch{'es' * (launches != 1)}{more}; "
+        f"launch{'es' * (launches != 1)}{more}{skipped_text(len(configurations), skipped, said)}; "
         "nothing launched, nothing written (the same command without --dry-run runs them)"
     )
+
+
+def skipped_text(total: int, skipped: dict[str, int], first: dict[str, int]) -> str:
+    """': 28 to run, 4 skipped here (2 as [3]: needs CUDA GPUs; 2 as [7]: …)', '' where none is skipped: the forecast
+    below counts the ones to run ('all 28 configurations'), and a newcomer read 32 then 28 with no word on the 4."""
+    if not skipped:
+        return ""
+    reasons = "; ".join(f"{count} as [{first[why]}]: {_gist(why)}" for why, count in skipped.items())
+    return f": {total - sum(skipped.values())} to run, {sum(skipped.values())} skipped here ({reasons})"
+
+
+def _gist(reason: str) -> str:
+    """A skip's reason up to its first explanation ('needs CUDA GPUs', not what nn.DataParallel does): its line says
+    it in full."""
+    cuts = [at for at in (reason.find(": "), reason.find(" (")) if at > 0]
+    return reason[: min(cuts)] if cuts else reason
