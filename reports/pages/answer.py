@@ -64,13 +64,46 @@ def against_reference(row: pd.Series, reference: pd.Series | None) -> str:
         apart = proof["times"] if faster else evidence(reference, row)["times"]
         return f"the same buckets: one measurement ({apart:.2f}× apart: the launches' spread)"
     own = inverted(proof) if faster else evidence(reference, row)  # this row's step over the reference's
-    interval = sweep.ratio_interval_text(own["low"], own["high"]) if own["low"] is not None else ""
+    interval = _interval(own)
     one_rank = int(row["world_size"]) == 1  # ONE_RANK: no verdict is about it, however its repeats came out
     if one_rank or own["judged"] == TOO_FEW:  # the doubt first: the estimate is no finding
         said = [f"{own['times']:.2f}×", decide.faster_words(own["times"]), interval and f"interval {interval}"]
         doubt = "not judged" if one_rank else "too few repeats to tell"
         return f"{doubt} (estimate {', '.join(words for words in said if words)})"
     return decide.versus(own["times"], interval=interval) + CELL_DOUBT[own["judged"]]
+
+
+def _interval(own: dict) -> str:
+    return sweep.ratio_interval_text(own["low"], own["high"]) if own["low"] is not None else ""
+
+
+def bounds_note(group: pd.DataFrame) -> str:
+    """Why one row's interval is given ('interval 0.18–4.63') beside others' 'too wide to bound it', where world_table
+    shows both for `group`: a newcomer read that as two rules. It is one (sweep.ratio_interval_text), said here."""
+    group = one_layout_pooled(group)  # the rows as world_table shows them
+    reference = reference_row(group)
+    if reference is None:
+        return ""
+    shown, too_wide = [], []
+    for _, row in group.iterrows():
+        if row["strategy"] == reference["strategy"]:
+            continue
+        proof = evidence(row, reference)
+        if proof.get("same_buckets") or proof["low"] is None:
+            continue
+        interval = _interval(inverted(proof) if proof["times"] >= 1 else evidence(reference, row))
+        (too_wide if interval == sweep.TOO_WIDE else shown).append((row["strategy"], interval))
+    if not shown or not too_wide:
+        return ""
+    rule = f"An interval reads “too wide to bound it” where an end lies below {1 / sweep.BOUNDS_NOTHING:g}× or above "
+    rule += f"{sweep.BOUNDS_NOTHING:g}×"
+    if len(shown) > len(too_wide):  # the few too wide named, the rest said as the others
+        wide = " and ".join(f"{name}'s" for name, _ in too_wide)
+        return f"<p class=caption>{esc(f'{rule}, as {wide} does; the others lie within, so they are given.')}</p>"
+    within = ", ".join(f"{name}'s {interval}" for name, interval in shown)
+    one = len(shown) == 1
+    words = f"{rule}; {within}, however wide, {'lies' if one else 'lie'} within, so {'it is' if one else 'they are'}"
+    return f"<p class=caption>{esc(words)} given.</p>"
 
 
 def recommendation_text(
@@ -254,6 +287,7 @@ def answer_section(run: RunData, workloads: list[str]) -> str:
                       world_table(group, verdicts, workload=workload)]  # fmt: skip
             levels = ""
             leaders.update(contenders["impl"].head(1))
+            parts.append(bounds_note(group))
             parts.append(floor.answer_below_floor(one_layout_pooled(group)) + hidden.late_note(group))  # as ranked
     if len(parts) == 1:
         parts.append("<p>No configuration of this run was measured: nothing to rank.</p>")

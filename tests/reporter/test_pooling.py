@@ -120,6 +120,24 @@ def test_the_reviewers_case_says_not_significantly_and_an_interval_with_a_tiny_e
     assert pages.run_headline(noisy).endswith("0.56 ms (leads; too few repeats)")
 
 
+def test_a_table_with_a_given_interval_beside_too_wide_ones_says_the_one_rule():
+    """A newcomer's table read 'interval 0.18–4.63' for local beside 'too wide to bound it' for every strategy: one rule
+    (an end past 1/10 or 10), which read as two until the page said it."""
+    mixed = run(repeats("stock", [1.0, 1.18]), repeats("zero", [0.30, 1.04], options={"bucket_cap_mb": 25.0}),
+                repeats("fsdp", [1.15, 1.25]))  # fmt: skip
+    group = pooled.ranked(mixed, workload="mlp")
+    fsdp = group[group["strategy"] == "fsdp"].iloc[0]
+    judged = evidence.evidence(group[group["strategy"] == "stock"].iloc[0], fsdp)  # fsdp slower: its step over stock's
+    given = sweep.ratio_interval_text(judged["low"], judged["high"])
+    assert given != sweep.TOO_WIDE and f"interval {given}" in answer.world_table(group, pd.DataFrame(), workload="mlp")
+    assert html.unescape(answer.bounds_note(group)) == (
+        "<p class=caption>An interval reads “too wide to bound it” where an end lies below 0.1× or above 10×; "
+        f"fsdp's {given}, however wide, lies within, so it is given.</p>"
+    )
+    clean = run(repeats("stock", [100.0, 102.0]), repeats("zero", [80.0, 82.0]))
+    assert answer.bounds_note(pooled.ranked(clean, workload="mlp")) == ""  # every interval given: nothing to square
+
+
 def test_one_repeat_a_side_is_too_few_to_tell_never_a_bare_winner():
     single = run(repeats("stock", [100.0]), repeats("zero", [80.0]), repeats("fsdp", [90.0]))
     line = in_full(pooled.ranked(single, workload="mlp"))
