@@ -8,6 +8,7 @@ Links are relative, so the folder can be copied to any static host or opened fro
 from __future__ import annotations
 
 import html
+import re
 import shlex
 from pathlib import Path
 from typing import Any
@@ -80,6 +81,18 @@ def shared_link(shared: dict[str, str], *, up: str = "") -> str:
     return f'<a href="{up}{esc(shared["href"])}">{esc(shared["title"])}</a>{book}'
 
 
+COMMAND = re.compile(r"(?:<code>|<pre>|&#x27;)ddpbench [a-z]+ ")
+"""A ddpbench command a page prints, as a reader pastes it (not a mention, `<code>ddpbench predict</code>`)."""
+VENV_NOTE = (
+    "<p class=caption>The commands on this page start with <code>ddpbench</code>, as a shell where the clone's venv is "
+    "active runs it (<code>source .venv/bin/activate</code>); without it, type <code>.venv/bin/ddpbench</code> in the "
+    "clone.</p>"
+)
+"""Said once, at the end of a page that prints a command: a page may be read on another machine, so it names the
+command as the README does, not by the path that ran it (harness.results.invocation); pasted without the venv, a
+plain `ddpbench` is 'command not found'."""
+
+
 def page(title: str, body: str, *, depth: int, plots: bool = True, inline: bool = False, shared: bool = False,
          run: str = "", book: str = "") -> str:  # fmt: skip
     """A whole page; only pages with plots load plotly.js (4 MB of script to parse): from the site's shared
@@ -91,13 +104,14 @@ def page(title: str, body: str, *, depth: int, plots: bool = True, inline: bool 
         from plotly.offline import get_plotlyjs
 
         script = f"<script>{get_plotlyjs()}</script>"
+    note = VENV_NOTE if COMMAND.search(body) else ""  # once, where the page prints a command
     return (
         "<!doctype html>\n<html lang=en><head><meta charset=utf-8>"
         '<meta name="viewport" content="width=device-width,initial-scale=1">'
         f"{SHARED_PAGE if shared else ''}{RUN_MARK.format(esc(run)) if shared and run else ''}"
         f"{BOOK_MARK.format(esc(book)) if shared and book else ''}"
         f"<title>{esc(title)}</title>"
-        f"<style>{STYLE}</style>{script}</head>\n<body>\n{body}\n</body></html>\n"
+        f"<style>{STYLE}</style>{script}</head>\n<body>\n{body}\n{note}</body></html>\n"
     )
 
 

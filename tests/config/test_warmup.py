@@ -51,6 +51,9 @@ def test_the_run_says_which_strategies_warm_up_longer(capsys):
     plan_lines.say_warmup(configurations)
     out, err = capsys.readouterr()
     assert f"warm-up: {DEFAULT_WARMUP} steps; {REFERENCE} {warmup_needed(REFERENCE, 'cuda')}" in out and not err
+    from harness.commands.console.invoked import ddpbench_command
+
+    assert out.rstrip().endswith(f"(what they need on the device: `{ddpbench_command()} list`)")  # pasted here, runs
     plan_lines.say_warmup([dataclasses.replace(c, device="cpu", warmup=3) for c in configurations])
     assert capsys.readouterr() == ("", "")  # all alike: nothing to say
 

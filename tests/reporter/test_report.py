@@ -109,6 +109,20 @@ def test_the_index_lists_runs_newest_first_with_their_machine(golden):
     assert "CPU, gloo, up to 2 ranks" in index
 
 
+def test_a_page_that_prints_a_command_says_once_that_it_assumes_the_venv(golden):
+    """A newcomer pasted a page's `ddpbench predict …` where the README's command is `.venv/bin/ddpbench`: command
+    not found. A page names it as the README does (it may be read on another machine) and says so once."""
+    from reports.pages.html import COMMAND, VENV_NOTE, page
+
+    pages = [golden.index, *golden.run_pages.values(), *golden.whatif_pages.values()]
+    printing = [path for path in pages if COMMAND.search(path.read_text())]
+    assert golden.run_pages["cpu_run"] in printing  # its answer points to `ddpbench predict --run …`
+    for path in pages:
+        assert path.read_text().count(VENV_NOTE) == (path in printing), path.name
+    assert VENV_NOTE in page("t", "<pre>ddpbench bench --gpus 2</pre>", depth=0, plots=False)
+    assert VENV_NOTE not in page("t", "see <code>ddpbench predict</code>", depth=0, plots=False)  # a mention alone
+
+
 def test_failed_rows_show_their_error_and_skipped_rows_their_reason(golden):
     page = golden.run_pages["failures"].read_text()
     assert "Failed configurations" in page and "rank 1: RuntimeError: &lt;gloo&gt; connection reset" in page

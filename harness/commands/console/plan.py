@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from harness.commands.console import say, warning
 from harness.commands.console.forecast import Auto, minutes_text, say_forecast, steps_floor
+from harness.commands.console.invoked import ddpbench_command
 from harness.commands.console.profiling import warn_if_busy
 from harness.config.ranks import available_cpus
 from harness.results.values import counted
@@ -68,7 +69,8 @@ def say_warmup(configurations) -> None:
     if len(set(steps.values())) > 1:
         common = min(steps.values())
         more = ", ".join(f"{impl} {warmup}" for (impl, _), warmup in steps.items() if warmup > common)
-        say(f"ddpbench: warm-up: {common} steps; {more} (what they need on the device: `ddpbench list`)")
+        listing = f"`{ddpbench_command()} list`"  # as invoked: pasted into this shell, it runs
+        say(f"ddpbench: warm-up: {common} steps; {more} (what they need on the device: {listing})")
     for (impl, device), warmup in steps.items():
         if warmup < (need := warmup_needed(impl, device)):
             warning(f"--warmup {warmup}: {impl} needs {need} warm-up steps on {device} before its "
