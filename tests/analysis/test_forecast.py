@@ -93,7 +93,7 @@ def slow_cpu(monkeypatch):
     from harness.commands.console import forecast
     from harness.measure import pace
 
-    monkeypatch.setattr(pace, "cpu_flops_per_s", lambda threads, dtype="fp32": 1e6)
+    monkeypatch.setattr(pace, "cpu_probe", lambda threads, dtype="fp32", size=None: pace.Probe(1e6, 256, 10))
     monkeypatch.setattr(forecast, "available_cpus", lambda: 2)
 
 
@@ -143,7 +143,7 @@ def test_a_step_is_floored_by_its_memory_traffic_where_that_takes_longer_than_it
     from harness.measure import meta_counts, pace
 
     copied = pace.cpu_copy_bytes_per_s(1, 2**20)  # a real core's copy: some hundreds of MB/s at the least
-    monkeypatch.setattr(pace, "cpu_flops_per_s", lambda threads, dtype="fp32": 1e15)
+    monkeypatch.setattr(pace, "cpu_probe", lambda threads, dtype="fp32", size=None: pace.Probe(1e15, 256, 10))
     monkeypatch.setattr(pace, "cpu_copy_bytes_per_s", lambda threads, nbytes: 1e4)
     monkeypatch.setattr(forecast, "available_cpus", lambda: 2)
     trained = meta_counts.parameters("mlp", "tiny").trained
@@ -157,7 +157,7 @@ def test_a_step_is_floored_by_its_memory_traffic_where_that_takes_longer_than_it
                            "optimizer's bytes, more than their FLOPs take, at this CPU's best copy, 1e-05 GB/s a rank, "
                            "timed now)")  # fmt: skip
     monkeypatch.setattr(pace, "cpu_copy_bytes_per_s", lambda threads, nbytes: 1e15)  # the FLOPs' floor, as before
-    monkeypatch.setattr(pace, "cpu_flops_per_s", lambda threads, dtype="fp32": 1e6)
+    monkeypatch.setattr(pace, "cpu_probe", lambda threads, dtype="fp32", size=None: pace.Probe(1e6, 256, 10))
     say_forecast([stock], tmp_path / "none")
     assert " of steps (the configuration, by their FLOPs at this CPU's best " in capsys.readouterr().out
     assert copied > 1e8
@@ -206,7 +206,7 @@ def test_a_floor_under_a_second_is_said_so_not_as_a_figure_no_one_times(capsys, 
     from harness.commands.console import forecast
     from harness.measure import pace
 
-    monkeypatch.setattr(pace, "cpu_flops_per_s", lambda threads, dtype="fp32": 1e15)
+    monkeypatch.setattr(pace, "cpu_probe", lambda threads, dtype="fp32", size=None: pace.Probe(1e15, 256, 10))
     monkeypatch.setattr(pace, "cpu_copy_bytes_per_s", lambda threads, nbytes: 1e15)
     monkeypatch.setattr(forecast, "available_cpus", lambda: 2)
     say_forecast([planned("stock", 2)], tmp_path / "none")
@@ -286,12 +286,12 @@ def test_a_full_size_run_that_takes_hours_by_its_flops_is_warned_about_at_its_st
         said.startswith("ddpbench: warning: the steps of 1 configuration at their full size or as --wopt sets them ")
         and " h here by their FLOPs" in said
     )
-    monkeypatch.setattr(pace, "cpu_flops_per_s", lambda threads, dtype="fp32": 1e15)
+    monkeypatch.setattr(pace, "cpu_probe", lambda threads, dtype="fp32", size=None: pace.Probe(1e15, 256, 10))
     plan.warn_long_full_size(full, threads=1)
     assert capsys.readouterr().err == ""
     # a small size its --wopt options enlarge is judged too (mlp/tiny with a million classes: 12 steps of 8 samples
     # of some 2·10^8 FLOPs each, at 10^3 FLOP/s)
-    monkeypatch.setattr(pace, "cpu_flops_per_s", lambda threads, dtype="fp32": 1e3)
+    monkeypatch.setattr(pace, "cpu_probe", lambda threads, dtype="fp32", size=None: pace.Probe(1e3, 256, 10))
     plan.warn_long_full_size(
         [dataclasses.replace(planned("stock", 1), workload_options={"classes": 1_000_000})], threads=1
     )
@@ -305,7 +305,9 @@ def test_the_long_run_warning_counts_memory_traffic_as_the_dry_runs_floor_does(c
     from harness.commands.console import plan
     from harness.measure import pace
 
-    monkeypatch.setattr(pace, "cpu_flops_per_s", lambda threads, dtype="fp32": 1e15)  # FLOPs: no time at all
+    monkeypatch.setattr(
+        pace, "cpu_probe", lambda threads, dtype="fp32", size=None: pace.Probe(1e15, 256, 10)
+    )  # FLOPs: no time at all
     monkeypatch.setattr(fc, "_memory_floor", lambda cfg, **_: (7200.0, ("this CPU's best copy, {} a rank", 1e9)))
     plan.warn_long_full_size([dataclasses.replace(planned("stock", 2), size="full")], threads=1)
     said = capsys.readouterr().err
@@ -328,9 +330,9 @@ def test_a_bf16_or_fp16_run_on_the_cpu_is_timed_in_its_dtype_and_warned_about_wh
 
     def timed(threads, dtype="fp32", size=None):
         sizes.add(size)
-        return rates[dtype]
+        return pace.Probe(rates[dtype], size or 1024, 10)
 
-    monkeypatch.setattr(pace, "cpu_flops_per_s", timed)
+    monkeypatch.setattr(pace, "cpu_probe", timed)
     rate, how = fc._best_pace(bf16, threads=1)
     assert rate == 0.7e9 and how.startswith("this CPU's best bf16 matmul, 0.7 GFLOP/s")
     plan.warn_slow_half([planned("stock", 2)], threads=1)
@@ -529,7 +531,7 @@ def test_unmeasured_steps_take_as_long_over_their_floor_as_earlier_steps_like_th
     from harness.commands.console.forecast import minutes_text
     from harness.measure import pace
 
-    monkeypatch.setattr(pace, "cpu_flops_per_s", lambda threads, dtype="fp32": 1e7)
+    monkeypatch.setattr(pace, "cpu_probe", lambda threads, dtype="fp32", size=None: pace.Probe(1e7, 256, 10))
     with_flops(results / "cpu_run", 12_160)
     bigger = dataclasses.replace(planned("stock", 2, steps=998), batch_size=16)  # unmeasured: 1000 steps of 16
     floor = 1000 * 16 * 12_160 / 1e7  # 19.5 s
@@ -539,7 +541,8 @@ def test_unmeasured_steps_take_as_long_over_their_floor_as_earlier_steps_like_th
     assert said.startswith(f"ddpbench: about {minutes_text(31 + low)} to {minutes_text(31 + high)} here in all = "
                            f"about {minutes_text(low)} to {minutes_text(high)} of steps (the configuration: at least "
                            "19 s by their FLOPs at this CPU's best fp32 matmul, 0.01 GFLOP/s on a rank's 1 thread, "
-                           "timed now; steps earlier runs here measured, of as many ranks and within 10× their "
+                           "timed now (the fastest of 10 timings of a 256² matmul); "
+                           "steps earlier runs here measured, of as many ranks and within 10× their "
                            "FLOPs, ran 1-1.6× theirs) + about 31 s of fixed cost")  # fmt: skip
     # one rank: the steps cpu_run measured at w1 (8.2, 9.9 and 12.2 ms), not w2's
     say_forecast([dataclasses.replace(bigger, world_size=1)], results)

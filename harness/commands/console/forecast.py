@@ -366,14 +366,14 @@ def _best_pace(cfg, *, threads: int) -> tuple[float | None, str]:
     """The most FLOP/s a rank of `cfg` computes here, and how that was found: a matmul in its dtype timed now on the
     CPU, the datasheet's dense peak on a GPU (None where its GPU is not listed)."""
     if cfg.device == "cpu":
-        from harness.measure.pace import cpu_flops_per_s
+        from harness.measure.pace import cpu_probe
 
         dtype = cfg.dtype if cfg.dtype in ("bf16", "fp16") else "fp32"  # autocast's: may be emulated, far slower
-        rate = cpu_flops_per_s(threads, dtype)
+        probe = cpu_probe(threads, dtype)
         return (
-            rate,
-            f"this CPU's best {dtype} matmul, {rate / 1e9:.3g} GFLOP/s on a rank's {counted(threads, 'thread')}, "
-            "timed now",
+            probe.flops_per_s,
+            f"this CPU's best {dtype} matmul, {probe.flops_per_s / 1e9:.3g} GFLOP/s on a rank's "
+            f"{counted(threads, 'thread')}, timed now ({probe.words()})",
         )
     import torch
 
