@@ -358,6 +358,10 @@ def test_a_compression_hooks_time_in_flight_says_it_holds_the_hooks_casts():
     line = console.describe_row({**ROW, "comm_bytes": 8481792.0, "comm_note": note})
     assert "(27.4 exposed, 24% hidden, 8.09 MiB of messages, the bf16 hook's casts counted in flight), parity" in line
     assert "casts" not in console.describe_row({**ROW, "comm_note": f"{HOOK_TIMED}: {stock.timeline_cost()}"})
+    # timing wraps the hook DDP runs anyway: the fused all-reduce it replaces is stock's alone (a walkthrough's bf16
+    # note said timing replaced it)
+    assert "fused C++ all-reduce" in stock.timeline_cost() and "fused" not in bf16.timeline_cost()
+    assert bf16.timeline_cost().startswith("timing DDP's buckets wraps the bf16 hook, a Python communication hook")
 
 
 def test_a_line_a_signal_cut_short_is_said_before_the_stop_count(tmp_path, monkeypatch):
