@@ -203,6 +203,15 @@ HOOK_TIMED = "measured through a communication hook (--bucket-timeline), which i
 CASTS_COUNTED = "casts counted in flight"
 """The words of the `comm_note` of DDP under an fp16/bf16 compression hook (impls/stock.py's CASTS_IN_FLIGHT; the
 face reads the results, not the plug-in): its time in flight holds the hook's casts, compute."""
+
+
+def casts_counted_part(comm_note: Any) -> str:
+    """The part of a `comm_note` that says a compression hook's casts are inside its time in flight ('the bf16 hook's
+    casts counted in flight: a bucket's time runs from ...'), or "": what the console's line and the run page say."""
+    parts = comm_note.split("; ") if isinstance(comm_note, str) else []
+    return next((part for part in parts if CASTS_COUNTED in part), "")
+
+
 UNHOOKED = "--bucket-timeline measures it"
 """How `comm_note` ends where that timing was not asked for, and the step ran without it."""
 

@@ -778,3 +778,25 @@ def test_a_run_without_a_cap_sweep_has_its_model_checked_on_its_page_as_predict_
     assert said in section
     assert "Nothing to check the model against" not in section
     assert "ddpbench predict --run cpu_run --against LATER_RUN" in section
+
+
+def test_section_4_says_a_compression_hooks_casts_are_counted_in_flight_in_the_consoles_words():
+    """The console's line said bf16's casts were inside its 304 ms (16 MiB, beside stock's 247 ms for 32.1); the
+    page's section 4 did not: it quotes the same part of the row's comm_note, once a hook."""
+    import impls
+    from harness.commands import console
+    from harness.results.values import HOOK_TIMED
+    from reports.site import STEP_COLUMNS
+
+    base = DATA / "bucket_sweep"
+    configs, steps, ranks = store.read_configs(base), store.read_steps(base), store.read_ranks(base)
+    bf16 = impls.create("stock", comm_hook="bf16")
+    note = f"{HOOK_TIMED}: {bf16.timeline_cost()}; {bf16.timeline_caveat('cpu')}"  # as the rank joins them
+    hooked = configs.assign(comm_note=[note] * 2 + list(configs["comm_note"][2:]))
+    run = aggregate.summarize_run(store.read_run_meta(base), hooked, steps[STEP_COLUMNS], ranks, pd.DataFrame())
+    section = text(run_sections.time_section(run, ["mlp"], FigureList()))
+    console_words = console.casts_counted(hooked.iloc[0].to_dict())[2:]  # ', the bf16 hook's casts counted ...'
+    assert console_words == "the bf16 hook's casts counted in flight"
+    assert section.count(console_words.capitalize() + ": a bucket's time runs from before the hook casts it") == 1
+    plain = aggregate.summarize_run(store.read_run_meta(base), configs, steps[STEP_COLUMNS], ranks, pd.DataFrame())
+    assert "casts counted" not in run_sections.time_section(plain, ["mlp"], FigureList())

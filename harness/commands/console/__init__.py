@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, TextIO
 from harness.commands.console.invoked import resume_hint as resume_hint  # console.resume_hint
 from harness.results.invocation import retry_words as retry_words  # console.retry_words
 from harness.results.values import (
-    CASTS_COUNTED,
+    casts_counted_part,
     configuration_label,
     counted,
     failed_parity_words,
@@ -228,8 +228,7 @@ def communication_text(row: dict) -> str:
 def casts_counted(row: dict) -> str:
     """', the bf16 hook's casts counted in flight': where a compression hook's casts are inside its timed window
     (`comm_note`), said beside its time: a walkthrough read bf16's 304 ms for 16 MiB beside stock's 247 ms for 32.1."""
-    note = row.get("comm_note")
-    said = next((part for part in note.split("; ") if CASTS_COUNTED in part), "") if isinstance(note, str) else ""
+    said = casts_counted_part(row.get("comm_note"))
     return f", {said.split(':')[0]}" if said else ""
 
 

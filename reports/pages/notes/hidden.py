@@ -1,10 +1,13 @@
 """The 'comm. hidden' share's bounds: where late completions (gloo on CUDA) make it an upper bound, where
-all-gathers that hold compute up make it a lower one, and where at one rank there is nothing to hide.
-Pure: a strategy's rows in, words and cells out."""
+all-gathers that hold compute up make it a lower one, and where at one rank there is nothing to hide; and where a
+compression hook's time in flight holds its casts. Pure: a strategy's rows in, words and cells out."""
 
 from __future__ import annotations
 
 import pandas as pd
+
+from harness.results.values import casts_counted_part
+from reports.pages.html import esc
 
 LATE_COMPLETIONS = "completions late"
 """The words of the `comm_note` a rank writes where gloo runs on CUDA (harness/rank/configuration.py's
@@ -70,3 +73,10 @@ def late_note(group: pd.DataFrame) -> str:
     return ('<p class="banner warning"><b>Upper bound:</b> gloo on CUDA completes its collectives on the compute '
             "stream, so each counts as done only when compute could use its result: communication, and the share "
             "of it hidden behind compute, read high (the configurations' <code>comm_note</code>).</p>")  # fmt: skip
+
+
+def casts_note(rows: pd.DataFrame) -> str:
+    """A note beside the communication figures where a compression hook's casts are inside its time in flight (the
+    rows' `comm_note`, the words the console's line quotes): bf16 read 304 ms for 16 MiB beside stock's 247 for 32.1."""
+    said = dict.fromkeys(casts_counted_part(note) for note in rows.get("comm_note", []))
+    return "".join(f"<p class=note>{esc(part[0].upper() + part[1:])}.</p>" for part in said if part)

@@ -35,7 +35,7 @@ from reports.figures.captions import (
 )
 from reports.pages import alerts, pooled
 from reports.pages.html import HEADING_NAME, FigureList, code_spans, esc, format_number, name_html, shared_link, table
-from reports.pages.notes import offset
+from reports.pages.notes import hidden, offset
 from reports.pages.notes.winner import milliseconds
 from reports.pages.run import held_up, takeaways
 
@@ -235,6 +235,7 @@ def time_section(run: RunData, workloads: list[str], figs: FigureList) -> str:
         exposed = stepfigures.exposed_communication(pooled_comm, workload=workload)
         if exposed is not None:
             parts.append(figs.add(exposed, CAPTIONS["exposed"] + (COMM_POOLED if note else "")))
+        parts.append(hidden.casts_note(run.configs[run.configs["workload"] == workload]))
         parts.extend(timeline_figures(run, workload, figs))
     return "\n".join(parts)
 
