@@ -180,6 +180,8 @@ class RunData:
     """The step-time model against the run's bucket sweeps (harness.perfmodel.predict)."""
     timeline: pd.DataFrame = dataclasses.field(default_factory=pd.DataFrame)
     """Per configuration with timed collectives, every rank in rank 0's typical step (typical_step_timeline)."""
+    gradprofiles: pd.DataFrame = dataclasses.field(default_factory=pd.DataFrame)
+    """The run's gradient-ready profiles, a row per parameter (what each bucket of the timeline holds)."""
     decisions: pd.DataFrame = dataclasses.field(default_factory=pd.DataFrame)
     """Under --repeats auto, each verdict and the look it was decided at (harness.analysis.verdicts.history)."""
     traces: dict[str, list[str]] = dataclasses.field(default_factory=dict)

@@ -108,6 +108,7 @@ def read_run(run: Path, *, pages: Path | None = None) -> aggregate.RunData:
         store.read_ranks(run),
         store.read_recommendations(run),
         timeline=step_series.typical_step_timeline(store.read_timeline(run), steps),
+        gradprofiles=model_tables.read_gradprofiles(run),
         floor=model_tables.read_floor(run),
         predictions=model_tables.read_predictions(run),
         decisions=answer_history.run_history(meta, configs, steps),
@@ -289,7 +290,7 @@ def _write_run(run_folder: Path, out: Path, cluster, *, comparisons, shared, as_
     run.meta["fault_configs"] = fault_rows(run.meta, contention.read(run_folder))  # the rows a fault's mark is of
     run.meta["comparisons"] = [c for c in comparisons if run_folder.name in (c["base"], c["new"])]
     run.meta["predict_pages"] = [p for p in shared if p["run"] == run_folder.name]  # at a GPU step given
-    profiles = model_tables.read_gradprofiles(run_folder)
+    profiles = run.gradprofiles  # read with the run
     if cluster is not None and not profiles.empty:
         on_step(f"its what-if page on {cluster.name}")
     counts = as_predict(run_folder, run.configs) if as_predict and cluster is not None and not profiles.empty else {}

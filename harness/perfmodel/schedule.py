@@ -198,15 +198,21 @@ def _overlap(
     return backward_end, comm_end, spans
 
 
-def bucket_layout(profile: Profile, cap_mb: float, *, cap_given: bool = True) -> list[list[Grad]]:
+def bucket_layout(
+    profile: Profile, cap_mb: float, *, cap_given: bool = True, first_cap_mb: float | None = None
+) -> list[list[Grad]]:
     """The profile's gradients in DDP's buckets at this cap (harness.bucketing, as DDP's rebuild lays them);
-    `cap_given` false: DDP's default layout, whose first bucket torch may cap apart."""
+    `cap_given` false: DDP's default layout, whose first bucket torch may cap apart; `first_cap_mb`: the first
+    bucket's cap as a run recorded it (its `first_bucket_cap_mb`), in place of the installed torch's rule."""
     cap_bytes = int(cap_mb * bucketing.MIB)
+    if first_cap_mb is None:
+        first = bucketing.first_bucket_bytes(cap_bytes, cap_given=cap_given)
+    else:
+        first = round(first_cap_mb * bucketing.MIB)
     grads = profile.grads
     layout = bucketing.assign_buckets(
-        [g.nbytes for g in grads], [g.dtype for g in grads],
-        cap_bytes=cap_bytes, first_cap_bytes=bucketing.first_bucket_bytes(cap_bytes, cap_given=cap_given),
-    )  # fmt: skip
+        [g.nbytes for g in grads], [g.dtype for g in grads], cap_bytes=cap_bytes, first_cap_bytes=first
+    )
     return [[grads[i] for i in bucket] for bucket in layout]
 
 

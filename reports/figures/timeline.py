@@ -4,6 +4,7 @@ for another's, seen directly, without a profiler trace."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pandas as pd
@@ -26,19 +27,24 @@ MAX_BUCKET_ROWS = 24
 drawn in one row, each at its own time: a row each made the figure thousands of pixels tall."""
 
 
+Holds = Callable[[str, Any], tuple[str, str]]
+"""What a bucket holds, from (config_id, its timeline row): a short label for its row and a line for its hover, ''
+where not known."""
+
 MAX_RANKS_DRAWN = 4
 """Up to this many ranks, every rank is drawn; above it, rank 0 and the rank whose collectives were longest in
 flight (the one that waited most for the others)."""
 
 
 def bucket_timeline(
-    configs: pd.DataFrame, timeline: pd.DataFrame, *, workload: str, world_size: int
+    configs: pd.DataFrame, timeline: pd.DataFrame, *, workload: str, world_size: int, holds: Holds | None = None
 ) -> go.Figure | None:
     """A Gantt chart per configuration of `workload` at `world_size` that timed its collectives, in rank 0's typical
     step: a row of phases for each rank drawn (drawn_ranks), then one row per bucket, holding each drawn rank's
     collective from launch to completion in a lane of its own (rank 0's on top) and, before it, the wait from ready
     to launch where there was one; each rank on its own step's clock: a collective in flight far longer on one rank
-    than on rank 0 waited there for another rank's launch. None when no configuration there has a timeline."""
+    than on rank 0 waited there for another rank's launch; `holds`: what a bucket holds, where known (its row's
+    label names it, its hover lists it). None when no configuration there has a timeline."""
     rows = labelled(configs, workload=workload)
     rows = rows[(rows["world_size"] == world_size) & rows["config_id"].isin(timeline.get("config_id", []))]
     if rows.empty:
@@ -67,11 +73,13 @@ def bucket_timeline(
                 _add_collectives_row(figure, name, collectives)
             continue
         for key, size in _collective_rows(by_rank):
-            name = f"{config.label}: {collective_name(key)} ({size_label(size)})"
+            label, hover = holds(config.config_id, key) if holds else ("", "")
+            name = f"{config.label}: {collective_name(key)} ({size_label(size)}{': ' * bool(label)}{label})"
             order.append(name)
             for lane, (rank, collectives) in enumerate(by_rank.items()):
                 for bucket in collectives[_same_collective(collectives, key)].itertuples():
-                    _add_bucket(figure, name, bucket, rank=rank if len(ranks) > 1 else None, lane=(lane, len(ranks)))
+                    _add_bucket(figure, name, bucket, rank=rank if len(ranks) > 1 else None, lane=(lane, len(ranks)),
+                                holds=hover)  # fmt: skip
     figure.update_yaxes(categoryorder="array", categoryarray=order, autorange="reversed")
     # two lines: one would run past a page's width and be cut
     whose = " or ".join(sorted(others)) or "rank 0's"
@@ -173,7 +181,7 @@ def stamps(collective) -> dict:
             "blocking": bool(blocking) if pd.notna(blocking) else False}  # fmt: skip
 
 
-def _add_bucket(figure: go.Figure, row: str, bucket, *, rank: int | None = None, lane=(0, 1)) -> None:
+def _add_bucket(figure: go.Figure, row: str, bucket, *, rank: int | None = None, lane=(0, 1), holds: str = "") -> None:
     """The all-reduce from launch to completion, in `lane` (its index, of how many) of the bucket's row, named
     and coloured by `rank` where several ranks share the row; one without a completion stamp is drawn, hatched,
     to the end of the sync phase, where the overlap figures count it until (harness.analysis.overlap). Where it
@@ -192,7 +200,8 @@ def _add_bucket(figure: go.Figure, row: str, bucket, *, rank: int | None = None,
             marker_pattern_shape="" if stamped else "/",
             hovertemplate=(f"{whose}{collective_name(bucket)} ({size_label(bucket.bytes)}): ready "
                            f"{bucket.ready_ms:.2f} ms, launched {bucket.launched_ms:.2f} ms, {done_text}, in flight "
-                           f"{done - bucket.launched_ms:.2f} ms<extra></extra>"),
+                           f"{done - bucket.launched_ms:.2f} ms{'<br>holds ' * bool(holds)}{holds}"
+                           "<extra></extra>"),
         )
     )  # fmt: skip
     if bucket.launched_ms - bucket.ready_ms > 0.01:  # waited for an earlier bucket: in-order launch

@@ -401,3 +401,73 @@ def test_the_line_under_the_timeline_names_the_bucket_the_step_waited_for_withou
     assert "ending when bucket 1 was counted done (no completion stamp: the end of sync)" in unstamped
     old_run = held_up.held_up_lines(configs.drop(columns="exposed_comm_ms"), timeline, workload="gpt2", world_size=2)
     assert old_run[1].endswith("in flight 699.0 ms).")  # no column to compare the caps by: the bucket alone
+
+
+def _bucketed_step(sent: dict[int, list[int]]) -> pd.DataFrame:
+    """A typical step's timeline of configuration 'c': per rank, its all-reduces' bytes in bucket order, and a
+    broadcast of buffers (no bucket's)."""
+    phases = {"forward_ms": 10.0, "backward_ms": 30.0, "sync_ms": 5.0, "optimizer_ms": 2.0}
+    rows = [{"config_id": "c", "rank": rank, "step": 3, "collective": "all_reduce", "bucket": b, "bytes": n,
+             "ready_ms": 15.0 + 5 * b, "launched_ms": 15.0 + 5 * b, "done_ms": 20.0 + 8 * b, **phases}
+            for rank, sizes in sent.items() for b, n in enumerate(sizes)]  # fmt: skip
+    rows += [{**rows[0], "collective": "broadcast_buffers", "bucket": -1, "bytes": 64}]
+    return pd.DataFrame(rows)
+
+
+def _profile_and_config() -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Five parameters, backward making them last registered first; DDP's caps 500 B first, then 1000 B."""
+    setup = {"workload": "m", "size": "tiny", "batch_size": 8, "dtype": "fp32", "optimizer": "sgd"}
+    sizes = [400, 800, 200, 600, 400]
+    profile = pd.DataFrame([{**setup, "param_index": k, "param_name": f"net.layer{k}.weight", "numel": n // 4,
+                             "bytes": n, "param_dtype": "float32", "requires_grad": True, "ready_ms": 50.0 - 10 * k,
+                             "used_ms": None, "block": None, "forward_ms": 10.0, "backward_ms": 30.0,
+                             "optimizer_ms": 2.0} for k, n in enumerate(sizes)])  # fmt: skip
+    configs = aggregate.with_labels(pd.DataFrame([{
+        **setup, "config_id": "c", "status": "ok", "impl": "stock", "impl_options": json.dumps({"bucket_cap_mb": 1}),
+        "world_size": 2, "step_ms_median": 50.0, "bucket_cap_mb": 1000 / 2**20, "first_bucket_cap_mb": 500 / 2**20,
+    }]))  # fmt: skip
+    return profile, configs
+
+
+def test_a_bucket_names_what_it_holds_only_where_ddps_rule_gives_its_measured_bytes():
+    """The timeline recorded a bucket's bytes alone. The gradient profile laid out by DDP's rule (ready order, the
+    first bucket's cap then the cap, a tensor closing the bucket it takes past the cap) names its tensors, shown
+    only where every rank's buckets carried exactly those bytes; elsewhere why not."""
+    from reports.pages.run import bucket_contents, held_up
+
+    profile, configs = _profile_and_config()
+    laid = [1000, 1000, 400]  # layer4+layer3 (600 B takes 400 past the first cap), layer2+layer1, layer0
+    contents = bucket_contents.bucket_contents(configs, _bucketed_step({0: laid, 1: laid}), profile)
+    held = contents.held["c"]
+    assert [h.names for h in held.values()] == [
+        ("net.layer4.weight", "net.layer3.weight"),
+        ("net.layer2.weight", "net.layer1.weight"),
+        ("net.layer0.weight",),
+    ]
+    assert [h.nbytes for h in held.values()] == laid and held[0].parameters == 250
+    row = next(_bucketed_step({0: laid}).itertuples())
+    label, hover = contents.of("c", row)
+    assert label == "layer3.weight + 1 more" and contents.prefix == "net."
+    assert hover.startswith("2 tensors, 250 parameters, in the order backward made them:<br>net.layer4.weight, ")
+    assert contents.of("c", row._replace(collective="broadcast_buffers")) == ("", "")
+    figure = timelinefigures.bucket_timeline(configs, _bucketed_step({0: laid, 1: laid}), workload="m",
+                                             world_size=2, holds=contents.of)  # fmt: skip
+    assert "stock bucket_cap_mb=1: bucket 0 (1000 B: layer3.weight + 1 more)" in figure.layout.yaxis.categoryarray
+    line = held_up.held_up_lines(configs, _bucketed_step({0: laid, 1: laid}), workload="m", world_size=2,
+                                 holds=contents.of)  # fmt: skip
+    assert "ending when bucket 2 completed (400 B: layer0.weight," in line[0]
+    assert "shown where that gives every bucket's measured bytes exactly" in bucket_contents.contents_lines(
+        contents, {"c": "stock bucket_cap_mb=1"})[0]  # fmt: skip
+
+    other = bucket_contents.bucket_contents(configs, _bucketed_step({0: laid, 1: [1000, 1200, 200]}), profile)
+    assert other.held == {} and other.unknown["c"] == (
+        "DDP's rule over the gradient profile makes bucket 1 1000 B (1000 B), rank 1's step sent 1200 B"
+    )
+    fewer = bucket_contents.bucket_contents(configs, _bucketed_step({0: [1000, 1400]}), profile)
+    assert fewer.unknown["c"] == "DDP's rule over the gradient profile makes 3 buckets, rank 0's step sent 2"
+    assert [line.split(": ")[0] for line in bucket_contents.contents_lines(other, {"c": "stock"})] == ["stock"]
+    none = bucket_contents.bucket_contents(configs, _bucketed_step({0: laid}), profile.iloc[0:0])
+    assert none.unknown["c"].startswith("the run stored no gradient profile of m/tiny")
+    uncapped = bucket_contents.bucket_contents(configs.assign(first_bucket_cap_mb=np.nan), _bucketed_step({0: laid}),
+                                               profile)  # fmt: skip
+    assert uncapped.held == {} and uncapped.unknown == {}  # no bucket cap (naive, flat): nothing to lay out

@@ -276,6 +276,23 @@ def test_the_bucket_timeline_draws_a_phase_row_and_one_row_per_bucket(measured_r
     assert sizes and all(len(size.replace(".", "").lstrip("0")) <= 3 for size in sizes)  # '9.01', not '9.00879'
 
 
+def test_the_rule_that_names_a_buckets_tensors_gives_ddps_own_buckets_in_a_real_run(measured_run):
+    """What each bucket holds is shown only where DDP's rule over the run's gradient profile gives every bucket's
+    measured bytes: in a real run, DDP's and bucketed's buckets are named (a rule that drifted from DDP's would
+    leave them unnamed), with every trained parameter once."""
+    from reports.pages.run import bucket_contents
+
+    run = measured_run
+    contents = bucket_contents.bucket_contents(run.configs, run.timeline, run.gradprofiles)
+    capped = run.configs[run.configs["impl"].isin(["stock", "bucketed"]) & run.configs["config_id"].isin(
+        run.timeline["config_id"])]  # fmt: skip
+    assert not capped.empty and set(capped["config_id"]) <= set(contents.held) and not contents.unknown
+    trained = run.gradprofiles[run.gradprofiles["requires_grad"]]
+    for held in contents.held.values():
+        names = [n for bucket in held.values() for n in bucket.names]
+        assert sorted(names) == sorted(trained["param_name"].unique())
+
+
 def test_sizes_read_in_three_significant_figures():
     from reports.figures.network import size_label
 

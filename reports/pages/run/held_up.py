@@ -14,30 +14,34 @@ from harness.analysis import overlap
 from harness.results.dictionary.columns import PHASE_COLUMNS as PHASES
 from reports.aggregate import labelled
 from reports.figures.network import size_label
-from reports.figures.timeline import collective_name, stamps
+from reports.figures.timeline import Holds, collective_name, stamps
 
 SMALL_MS = 0.05
 """Exposed communication under this (ms) in the typical step gets no line: nothing was waited for."""
 
 
-def held_up_lines(configs: pd.DataFrame, timeline: pd.DataFrame, *, workload: str, world_size: int) -> list[str]:
-    """A line per configuration of `workload` at `world_size` with a typical step timeline (rank 0's)."""
+def held_up_lines(
+    configs: pd.DataFrame, timeline: pd.DataFrame, *, workload: str, world_size: int, holds: Holds | None = None
+) -> list[str]:
+    """A line per configuration of `workload` at `world_size` with a typical step timeline (rank 0's); `holds`:
+    what a bucket holds, where known (bucket_contents), named beside the one waited for."""
     rows = labelled(configs, workload=workload)
     rows = rows[(rows["world_size"] == world_size) & rows["config_id"].isin(timeline.get("config_id", []))]
     lines = []
     for _, row in rows.iterrows():
         mine = timeline[timeline["config_id"] == row["config_id"]]
-        words = waited_for(mine[mine["rank"] == 0] if "rank" in mine else mine)
+        held = (lambda c, config=row["config_id"]: holds(config, c)[0]) if holds else None
+        words = waited_for(mine[mine["rank"] == 0] if "rank" in mine else mine, held=held)
         if words:
             lines.append(f"{row['label']}: {words}{caps_exposed(row, rows)}.")
     return lines
 
 
-def waited_for(collectives: pd.DataFrame) -> str:
+def waited_for(collectives: pd.DataFrame, *, held=None) -> str:
     """'in rank 0's typical step 730.3 ms ran with no compute, 730.3 ms of it ending when bucket 2 completed (6.14
-    MiB, the last launched, ready with backward's last gradient, in flight 699.2 ms)'; '' where nothing was
-    exposed. (Not what the bucket holds: DDP closes a bucket once it reaches the cap, so one over it may hold
-    many parameters, and the timeline records its bytes alone.)"""
+    MiB: wte.weight + 11 more, the last launched, ready with backward's last gradient, in flight 699.2 ms)'; ''
+    where nothing was exposed. `held(collective)`: what it holds ('' not known: the timeline records its bytes
+    alone, and DDP closes a bucket once it reaches the cap, so one over it may hold many parameters)."""
     if collectives.empty:
         return ""
     step = collectives.iloc[0]
@@ -47,11 +51,13 @@ def waited_for(collectives: pd.DataFrame) -> str:
     if sum(charged) < SMALL_MS:
         return ""
     worst = max(range(len(charged)), key=charged.__getitem__)
-    held, (launched, done) = collectives.iloc[worst], overlap.in_flight_spans(phases, [stamped[worst]])[0]
+    waited, (launched, done) = collectives.iloc[worst], overlap.in_flight_spans(phases, [stamped[worst]])[0]
+    holds = held(next(collectives.iloc[[worst]].itertuples())) if held else ""
     return (f"in rank 0's typical step {sum(charged):.1f} ms ran with no compute, {charged[worst]:.1f} ms of it "
-            f"ending when {collective_name(held)} {_completed(held)} ({size_label(held['bytes'])},"
+            f"ending when {collective_name(waited)} {_completed(waited)} ({size_label(waited['bytes'])}"
+            f"{': ' * bool(holds)}{holds},"
             f"{' the last launched,' if launched >= collectives['launched_ms'].max() else ''}"
-            f" {_ready_words(held, phases, stamped)}, in flight {done - launched:.1f} ms)")  # fmt: skip
+            f" {_ready_words(waited, phases, stamped)}, in flight {done - launched:.1f} ms)")  # fmt: skip
 
 
 def _completed(held: pd.Series) -> str:

@@ -21,7 +21,6 @@ from reports.figures import gap as gapfigures
 from reports.figures import memory as memory_figures
 from reports.figures import steps as stepfigures
 from reports.figures import strategies as figures
-from reports.figures import timeline as timelinefigures
 from reports.figures.captions import (
     BEATS_REFERENCE,
     CAPTIONS,
@@ -37,7 +36,7 @@ from reports.pages import alerts, pooled
 from reports.pages.html import HEADING_NAME, FigureList, code_spans, esc, format_number, name_html, shared_link, table
 from reports.pages.notes import hidden, offset
 from reports.pages.notes.winner import milliseconds
-from reports.pages.run import held_up, takeaways
+from reports.pages.run import takeaways, timeline_section
 
 
 def one_repeat_each(configs: pd.DataFrame) -> tuple[pd.DataFrame, str]:
@@ -236,7 +235,7 @@ def time_section(run: RunData, workloads: list[str], figs: FigureList) -> str:
         if exposed is not None:
             parts.append(figs.add(exposed, CAPTIONS["exposed"] + (COMM_POOLED if note else "")))
         parts.append(hidden.casts_note(run.configs[run.configs["workload"] == workload]))
-        parts.extend(timeline_figures(run, workload, figs))
+        parts.extend(timeline_section.timeline_figures(run, workload, figs, shown=shown, note=note))
     return "\n".join(parts)
 
 
@@ -257,23 +256,6 @@ def why_slower(run: RunData, workload: str, figs: FigureList) -> list[str]:
     items = "".join(f"<li>{esc(line)}</li>" for line in said)
     note = GAP_REPEATS if aggregate.has_repeats(run.configs) else ""
     return [figs.add(figure, CAPTIONS["gap"] + note), f"<ul class=why>{items}</ul>" if items else ""]
-
-
-def timeline_figures(run: RunData, workload: str, figs: FigureList) -> list[str]:
-    """The bucket timeline at the largest world size that timed collectives (where they matter most)."""
-    if run.timeline.empty:
-        return []
-    shown, note = one_repeat_each(run.configs)
-    timed = shown[shown["config_id"].isin(run.timeline["config_id"]) & (shown["workload"] == workload)]
-    if timed.empty:
-        return []
-    world_size = int(timed["world_size"].max())
-    figure = timelinefigures.bucket_timeline(shown, run.timeline, workload=workload, world_size=world_size)
-    if figure is None:
-        return []
-    lines = held_up.held_up_lines(shown, run.timeline, workload=workload, world_size=world_size)
-    items = "".join(f"<li>{esc(line)}</li>" for line in lines)
-    return [figs.add(figure, CAPTIONS["timeline"], once=note), f"<ul class=why>{items}</ul>" if items else ""]
 
 
 def takeaway(workload: str, sentence: str) -> str:
