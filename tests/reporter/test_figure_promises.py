@@ -471,3 +471,37 @@ def test_a_bucket_names_what_it_holds_only_where_ddps_rule_gives_its_measured_by
     uncapped = bucket_contents.bucket_contents(configs.assign(first_bucket_cap_mb=np.nan), _bucketed_step({0: laid}),
                                                profile)  # fmt: skip
     assert uncapped.held == {} and uncapped.unknown == {}  # no bucket cap (naive, flat): nothing to lay out
+
+
+def test_the_timeline_is_drawn_at_every_world_size_the_smaller_folded_and_one_rank_named_with_its_file():
+    """Only the largest world size was drawn: the 2-rank timeline a user benched was nowhere on the page."""
+    from reports.pages.html import FigureList
+    from reports.pages.run import timeline_section
+
+    profile, configs = _profile_and_config()
+    laid = [1000, 1000, 400]
+    at = {"c": 2, "d": 3, "e": 1}
+    configs = pd.concat([configs.assign(config_id=c, world_size=w) for c, w in at.items()], ignore_index=True)
+    steps = [_bucketed_step({rank: laid for rank in range(w)}).assign(config_id=c) for c, w in at.items()]
+    empty = pd.DataFrame()
+    run = aggregate.RunData(
+        meta={},
+        configs=configs,
+        ranks=empty,
+        phases=empty,
+        boxes=empty,
+        series=empty,
+        timeline=pd.concat(steps, ignore_index=True),
+        gradprofiles=profile,
+        run_path="/r/run",
+    )
+    page = "".join(timeline_section.timeline_figures(run, "m", FigureList(), shown=configs, note=""))
+    largest, folded = page.split("<details", 1)
+    assert "m at 3 ranks" in largest and "m at 2 ranks" not in largest
+    assert "<summary>The bucket timeline at 2 ranks</summary>" in folded and "m at 2 ranks" in folded
+    assert "Plotly.Plots.resize" in folded  # drawn closed, it takes the page's width once opened
+    assert (
+        "The bucket timeline at 1 rank is not drawn" in folded
+        and "/r/run/timeline/&lt;config_id&gt;.parquet (e)" in folded
+    )
+    assert folded.count("layer3.weight + 1 more") >= 1 and largest.count("layer3.weight + 1 more") >= 1
