@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import html
 import io
 import json
 import shutil
@@ -23,6 +24,7 @@ from harness.config.grid import expand
 from harness.launch import bench_run
 from harness.results import store
 from reports.pages import evidence
+from reports.pages.run import run_sections
 
 
 def test_repeats_interleave_so_drift_hits_every_configuration_alike():
@@ -450,3 +452,24 @@ def test_a_smaller_sizes_sweep_that_pooled_its_largest_caps_names_the_way_to_the
     assert "--size full" in said and "ddpbench predict --run r1 --cluster NAME" in said
     assert layouts.smaller_size_caps({**row, "size": "full"}, run="r1") == ""  # the size you train: said as is
     assert layouts.smaller_size_caps({**row, "one_layout_caps_mb": None}, run="r1") == ""
+
+
+def test_a_sweep_without_25_mib_says_its_rule_and_why_the_command_to_decide_it_keeps_its_caps():
+    """A review read 'a cap is recommended only when it beats the 25 MiB cap' over a sweep of 1 and 5 MiB, whose
+    command to decide it never added 25: the rule there is 'beats every other cap swept', said, with why the
+    command keeps the sweep's caps (its repeats and time are the open verdicts') and how to judge against 25."""
+    open_sweep = sweep.recommendations(*sweep_rows({1.0: 130.0, 5.0: 100.0}, world_sizes=(2,), repeats=1))
+    said = sweep.without_reference(open_sweep)
+    assert "when it beats every other cap swept, which says nothing against DDP's default" in said
+    assert "no sweep here has it" in said and "add 25 to its --bucket-cap-mb" in said
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
+        console.recommendations(open_sweep)
+    assert said in out.getvalue().splitlines()[0]
+    assert said in html.unescape(run_sections.recommendation_table(open_sweep))  # the run page says it too
+    decided = sweep.recommendations(*sweep_rows({1.0: 130.0, 5.0: 100.0}, world_sizes=(2,)))
+    assert decided.iloc[0]["decision"] != stats.TOO_FEW and "command" not in sweep.without_reference(decided)
+    with_25 = sweep.recommendations(*sweep_rows({1.0: 130.0, 25.0: 100.0}, world_sizes=(2,), repeats=1))
+    assert sweep.without_reference(with_25) == ""
+    both = pd.concat([open_sweep, with_25.assign(world_size=3)], ignore_index=True)
+    assert "(1 of 2 sweeps lack it)" in sweep.without_reference(both)

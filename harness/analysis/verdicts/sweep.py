@@ -295,6 +295,24 @@ def no_reference_ratio(row: pd.Series) -> str:
     return "not in the sweep" if stats.REFERENCE_CAP_MB not in json.loads(row["caps_mb"]) else ""
 
 
+def without_reference(frame: pd.DataFrame) -> str:
+    """Where a sweep lacks the 25 MiB cap: the rule its verdict follows there and, where such a verdict is open, why
+    the command that would decide it keeps the sweep's caps; '' where every sweep has 25 MiB (a review read '25 MiB:
+    not in the sweep' beside a rule that named 25 MiB alone, and a command to decide it that never added 25)."""
+    lacking = frame[[stats.REFERENCE_CAP_MB not in json.loads(caps) for caps in frame.get("caps_mb", [])]]
+    if lacking.empty:
+        return ""
+    which = "no sweep here has it" if len(lacking) == len(frame) else f"{len(lacking)} of {len(frame)} sweeps lack it"
+    said = (f"without {stats.REFERENCE_CAP_MB:g} MiB (DDP's default) in a sweep ({which}), when it beats every other "
+            "cap swept, which says nothing against DDP's default")  # fmt: skip
+    if not (lacking["decision"] == stats.TOO_FEW).any():
+        return said
+    return (
+        f"{said}: the command that decides the open ones keeps the sweep's caps, as its repeats and time are "
+        f"counted for them; add {stats.REFERENCE_CAP_MB:g} to its --bucket-cap-mb to judge them against DDP's default"
+    )
+
+
 TOO_WIDE = "too wide to bound it until more repeats narrow it"  # said inside brackets: no bracket of its own
 
 

@@ -312,8 +312,10 @@ def recommendations(frame: pd.DataFrame, *, verdicts_said: bool = False) -> None
         for _, row in frame.iterrows():
             _print(f"  {_fastest_cap(row)}")
         return
+    without = sweep.without_reference(frame)  # the rule where 25 MiB is not swept, and why no command adds it
     say(f"ddpbench: bucket caps (a cap is recommended only when it beats the {stats.REFERENCE_CAP_MB:g} MiB cap "
-        f"significantly over repeats and by at least {stats.DEFAULT_THRESHOLD:.0%}; docs/statistics.md):")  # fmt: skip
+        f"significantly over repeats and by at least {stats.DEFAULT_THRESHOLD:.0%}{'; ' * bool(without)}{without}; "
+        "docs/statistics.md):")  # fmt: skip
     said = set()
     for _, row in frame.iterrows():
         words = sweep.answer(row)

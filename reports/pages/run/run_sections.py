@@ -198,11 +198,12 @@ def recommendation_table(frame: pd.DataFrame) -> str:
             "the fastest cap's step (ms, geometric mean of repeats; caps of one layout, their launches pooled)",
             f"its {stats.CONFIDENCE:.0%} CI (ms)",
             f"the {stats.REFERENCE_CAP_MB:g} MiB cap", "repeats", "noise"]  # fmt: skip
+    without = sweep.without_reference(frame)  # the rule where 25 MiB is not swept
     return (
         "<h3>Recommended bucket_cap_mb</h3><p>Each repeat's median step is one piece of evidence. A cap is "
         f"recommended only when it {BEATS_REFERENCE} (Welch's t over repeats, as <code>compare</code> judges; from "
         f"{stats.PAIRED_FROM} repeats on, caps that ran side by side in each launch are judged launch by launch) "
-        f"{OR_REFERENCE_ITSELF}; "
+        f"{OR_REFERENCE_ITSELF}{'; ' * bool(without)}{esc(without)}; "
         "otherwise the optimum is flat, or the repeats are too few to tell. The 25 MiB cap is given explicitly, "
         "as every cap of a sweep (since torch 2.9 that caps the first bucket too): it is not DDP's default layout "
         "(no options: first bucket 1 MiB). No recommendation at world size 1 (nothing is communicated).</p>"
