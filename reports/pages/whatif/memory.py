@@ -18,8 +18,8 @@ from harness.perfmodel.measured import of_setup
 from harness.perfmodel.memory import mib_text, need_mb, state_per_rank, unrecorded
 from harness.perfmodel.memory_words import activation_words, fit_words, fsdp_bf16_counted
 from harness.perfmodel.own_check import OwnCheck, unborne_words
+from harness.perfmodel.pick import communication, parity, ranked
 from harness.perfmodel.pick import failed as gone
-from harness.perfmodel.pick import parity, ranked
 from harness.perfmodel.pick.choice_table import (
     chosen,
     table_header,
@@ -336,8 +336,8 @@ def _given(meta: dict) -> str:
 
 
 def communicated(group: pd.DataFrame) -> pd.DataFrame:
-    """ranked.communicated of a setup's rows: the full size's collectives where the rows hold its floors."""
-    return ranked.communicated(group, full=has_floors(group))
+    """communication.communicated of a setup's rows: the full size's collectives where the rows hold its floors."""
+    return communication.communicated(group, full=has_floors(group))
 
 
 def communication_section(group: pd.DataFrame, cluster: Cluster, *, sized: bool = True, caveats: str = "",
@@ -364,9 +364,9 @@ def communication_section(group: pd.DataFrame, cluster: Cluster, *, sized: bool 
     said = (f'<p class="headline"><b>What {esc(cluster.name)}\'s network costs a step</b>, whatever computes it, '
             f"with {whose}: at {int(row.world_size)} GPUs on {int(row.nodes)} nodes DDP's all-reduces take {ddp}, "
             f"overlapping backward but for the last bucket's ({last.min():.3g} to {last.max():.3g} ms, after "
-            f"backward's last gradient: {ranked.LAST_BUCKET_LEAST}); ZeRO-1's broadcasts {row['ZeRO-1']:.4g} ms, "
-            f"after its optimizer, overlapping nothing{fsdp}. How much of the rest a step shows depends on the GPU's "
-            f"compute, which this run did not measure.{caveats}</p>")  # fmt: skip
+            f"backward's last gradient: {communication.LAST_BUCKET_LEAST}); ZeRO-1's broadcasts "
+            f"{row['ZeRO-1']:.4g} ms, after its optimizer, overlapping nothing{fsdp}. How much of the rest a step "
+            f"shows depends on the GPU's compute, which this run did not measure.{caveats}</p>")  # fmt: skip
     caps = sorted(comm["bucket_cap_mb"].unique())
     hooked = {cap: label for cap, label in (hooks or {}).items() if cap in {round(c, 6) for c in caps}}
     heads = ["GPUs", "nodes", *(f"DDP's all-reduces at {cap:g} MiB (the last)" for cap in caps),

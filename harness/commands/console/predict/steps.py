@@ -158,7 +158,7 @@ def collectives_answer(
     cluster, frames: list[pd.DataFrame], *, trained: bool, profile, optimizer: str, alone: bool = True, hooks=None
 ) -> float:
     """Where the compute is a CPU's (scaling.steps_known): per GPU count, the ms each strategy's collectives take a step
-    on the cluster's network, whatever the GPU computes (ranked.communicated, as the what-if page's table): the full
+    on the cluster's network, whatever the GPU computes (communication.communicated, the what-if page's table): the full
     size's (the model you will train's, `trained`) where `frames` hold its floors, else the profile's gradients; then
     why no step, strategy or cap is named (the page's banner) and what gives them, unless several clusters are
     (`alone` False: said once for them all, first, `no_step`); DDP's under the 2-byte hooks the run benched (`hooks`:
@@ -166,7 +166,7 @@ def collectives_answer(
     import pandas as pd
 
     from harness.perfmodel.memory import mib_text
-    from harness.perfmodel.pick.ranked import LAST_BUCKET_LEAST, communicated
+    from harness.perfmodel.pick.communication import LAST_BUCKET_LEAST, communicated
 
     full = "full_size_mb" in frames[0]
     comm = communicated(pd.concat(frames, ignore_index=True), full=full)
