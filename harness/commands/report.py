@@ -105,8 +105,8 @@ def as_predict_counts(run_dir, configs, *, cluster) -> dict:
 
 def estimated_step(run_dir, configs, cluster) -> tuple[float, str] | None:
     """(ms, words): the one-GPU step `predict --run RUN --cluster NAME` estimates from the FLOPs of the setup it
-    predicts (the run's first) where no --local-step-ms is given (scaling.step_estimate); None where not known."""
-    from harness.commands.console.predict import scaling
+    predicts (the run's first) where no --local-step-ms is given (estimate.step_estimate); None where not known."""
+    from harness.commands.console.predict import estimate
     from harness.perfmodel import predict
 
     setups = predict.run_setups(run_dir)
@@ -114,7 +114,7 @@ def estimated_step(run_dir, configs, cluster) -> tuple[float, str] | None:
         return None
     as_predict = argparse.Namespace(run=str(run_dir), results_dir=run_dir.parent, batch_size=None, train_options=None)
     profile = predict.stored_profile(run_dir, setups[0])
-    return scaling.step_estimate(as_predict, configs, setups[0], cluster, None, profile)
+    return estimate.step_estimate(as_predict, configs, setups[0], cluster, None, profile)
 
 
 def _rejudge_cap_sweeps(results) -> None:

@@ -154,7 +154,7 @@ def test_a_gpu_without_bf16_trains_a_bf16_step_in_fp16_and_auto_in_fp32(monkeypa
                          "autocast with a grad scaler, ×2.5), not the CPU run's fp32",
                  "bf16": "dgx1-v100's GPU has no bf16: its autocast is fp16, with a grad scaler"}  # fmt: skip
     for dtype, there, peak in (("fp32", "fp32", 15.7), ("bf16", "fp16", 125.0)):  # a CPU run of auto; of bf16
-        monkeypatch.setattr(scaling, "_requested_dtype", lambda args, asked=dtype: "auto" if asked == "fp32" else asked)
+        monkeypatch.setattr(scaling, "requested_dtype", lambda args, asked=dtype: "auto" if asked == "fp32" else asked)
         bounds = gpu_ends.local_step_bounds(args, v100, cpu, {"dtype": dtype})
         assert (bounds.peak_dtype, bounds.target_peak_dtype) == ("bf16", there)
         assert bounds.compute_ms == pytest.approx(300 * 312 / peak) and bounds.assumed == (dtype == "fp32")
@@ -163,7 +163,7 @@ def test_a_gpu_without_bf16_trains_a_bf16_step_in_fp16_and_auto_in_fp32(monkeypa
         assert f"(×{312 / peak:.3g}: dense bf16 312 → {there} {peak:g} TFLOP/s, {v100_said[dtype]}" in said, said
     assert step_bounds(300, measured_on=a100, target=v100.description, dtype="bf16", tf32=False,
                        target_dtype="fp16").compute_ms == pytest.approx(300 * 312 / 125)  # fmt: skip
-    monkeypatch.setattr(scaling, "_requested_dtype", lambda args: "auto")
+    monkeypatch.setattr(scaling, "requested_dtype", lambda args: "auto")
     bounds = gpu_ends.local_step_bounds(args, h100, cpu, {"dtype": "fp32"})
     assert (bounds.peak_dtype, bounds.target_peak_dtype) == ("bf16", "bf16")
     gpu_ends.say_step_bounds(args, h100, bounds, bounds.ends())

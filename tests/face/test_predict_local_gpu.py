@@ -146,7 +146,7 @@ def test_an_estimated_optimizer_stays_memory_bound_at_the_compute_bound_end(monk
     from harness.commands.console.predict import optimizer
     from harness.perfmodel.clusters import cluster
 
-    monkeypatch.setattr(scaling, "_requested_dtype", lambda args: "auto")
+    monkeypatch.setattr(scaling, "requested_dtype", lambda args: "auto")
     h200, parameters = cluster.load("dgx-h200"), 1345.4e6
     args = types.SimpleNamespace(local_step_gpu="h100-sxm", local_step_ms=85.0, local_optimizer_ms=None, run=None)
     setup, profile = {"dtype": "fp32", "optimizer": "adamw", "size": "full"}, types.SimpleNamespace(

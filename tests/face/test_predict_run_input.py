@@ -212,7 +212,7 @@ def test_out_rows_carry_what_reproduces_their_efficiency_and_float_columns(tmp_p
     said = capsys.readouterr().out  # the rows are a CPU's compute on the cluster's network: the console names no step
     assert "one rank's step" not in said and "ddpbench predict: no step, strategy to book or cap on dgx-h100" in said
     # and a step to start from, estimated from the FLOPs at a stated share of the GPU's peak, as a command that runs
-    from harness.commands.console.predict.scaling import ESTIMATE_SHARE
+    from harness.commands.console.predict.estimate import ESTIMATE_SHARE
 
     estimate = next(line for line in said.splitlines() if "an estimate to start from, not a measurement" in line)
     flops, peak = (
@@ -253,7 +253,7 @@ def test_out_rows_carry_what_reproduces_their_efficiency_and_float_columns(tmp_p
 def test_the_step_offered_is_rounded_up_and_above_its_optimizers_pass(compute, optimizer, offered):
     """Rounded to the nearest, 0.0001 ms of compute over a 2.3441 ms optimizer pass offered 2.34 ms, which the
     command it was offered in warned was less than its optimizer's step can take."""
-    from harness.commands.console.predict.scaling import offered_step_ms
+    from harness.commands.console.predict.estimate import offered_step_ms
 
     assert offered_step_ms(compute, optimizer) == offered and offered > optimizer
 

@@ -15,7 +15,7 @@ from typing import NamedTuple
 
 from harness.commands import console
 from harness.commands.console import predictions
-from harness.commands.console.predict import gpu_ends, scaling
+from harness.commands.console.predict import estimate, gpu_ends, scaling
 from harness.commands.predict import cluster, counts, each_cluster
 from harness.commands.predict import inputs as predict_input
 from harness.config.bench import ConfigError
@@ -255,7 +255,7 @@ def predict_each(args: argparse.Namespace, first, profile, caps: list[float], *,
             steps.no_step(list(gpus), optimizer=(setup or {}).get("optimizer") or "sgd",
                           share=asked.optimizer_share,
                           priced=bool(args.gpu_hour_prices))  # fmt: skip
-            scaling.say_estimates_compared(args, args.step_estimates)  # the side by side, one command away
+            estimate.say_estimates_compared(args, args.step_estimates)  # the side by side, one command away
     return 0
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from harness.commands import console
 from harness.commands.console import predictions
-from harness.commands.console.predict import answer, full_size, published, scaling, steps
+from harness.commands.console.predict import answer, estimate, full_size, published, scaling, steps
 from harness.commands.predict import DEFAULT_SIZES, nccl_logs
 from harness.commands.predict import full_size as predict_full_size
 from harness.commands.predict import inputs as predict_input
@@ -306,7 +306,7 @@ def run_steps(args: argparse.Namespace, chosen, profile, caps: list[float], *, d
                                                         optimizer=(setup or {}).get("optimizer") or "sgd",
                                                         alone=alone, hooks=hooks)  # fmt: skip
         full_size.fsdp_bf16_what_if(setup, configs, trained)  # FSDP2's gathers above at fp32: their bytes at bf16
-        scaling.say_step_estimate(args, configs, setup, chosen, trained, profile)  # a runnable step, an estimate
+        estimate.say_step_estimate(args, configs, setup, chosen, trained, profile)  # a runnable step, an estimate
         return out
     before = own_source in ("left out", "not measured")  # the steps lack DDP's own cost: said, not hidden
     steps.cluster_table(chosen, rows, before_own=before)

@@ -320,7 +320,7 @@ def _device_words(meta: dict) -> str:
 
 def _estimated(meta: dict, cluster: Cluster, estimate: tuple[float, str] | None) -> str:
     """' Not knowing it yet, start from an estimate (…): <code>ddpbench predict … --local-step-ms 0.994 …</code>', the
-    step `predict` offers from the model's FLOPs (console.predict.scaling.step_estimate); '' where none."""
+    step `predict` offers from the model's FLOPs (console.predict.estimate.step_estimate); '' where none."""
     if estimate is None:
         return ""
     step_ms, said = estimate

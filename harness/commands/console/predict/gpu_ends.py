@@ -29,7 +29,7 @@ def local_step_bounds(args, chosen, configs, setup: dict | None, profile=None):
     measured_on = gpu_name(args.local_step_gpu)
     device = str(configs["device"].iloc[0]) if configs is not None and "device" in configs else "cuda"
     (dtype, assumed), (there, assumed_there) = (gpu_step_dtype((setup or {}).get("dtype") or "fp32", device=device,
-                                                   requested=scaling._requested_dtype(args), gpu=gpu)
+                                                   requested=scaling.requested_dtype(args), gpu=gpu)
                                     for gpu in (measured_on, chosen.description))  # fmt: skip
     estimated = optimizer.estimate_on(args, measured_on, setup, configs, profile)
     bounds = step_bounds(args.local_step_ms, measured_on=measured_on, target=chosen.description, dtype=dtype,
