@@ -15,6 +15,7 @@ import pandas as pd
 
 from harness.analysis import agreement
 from harness.bucketing import MIB
+from harness.perfmodel.clusters.bound import bound_words
 from harness.perfmodel.compression import Compressed, wire_share, with_compressed
 from harness.perfmodel.memory import HELD, listed
 from harness.perfmodel.network import (
@@ -133,6 +134,7 @@ def with_full_size_floors(frame: pd.DataFrame, profile: Profile, params: Paramet
     run_as |= _algorithms(link, [change.messages], world_size, "zero_full_size_broadcast", "broadcast", n)
     run_as |= _algorithms(link, [fsdp_floor.gather_bytes], world_size, "fsdp_full_size_gather", "all_gather", n)
     run_as |= _algorithms(link, [fsdp_floor.scatter_bytes], world_size, "fsdp_full_size_scatter", "reduce_scatter", n)
+    run_as["full_size_bound"] = [bound_words(link, f.bucket_bytes, world_size) for f in floors]  # '' off a cluster
     return frame.assign(**run_as,
                         full_size_buckets=[f.buckets for f in floors],
                         full_size_comm_ms=[f.comm_s * 1e3 for f in floors],

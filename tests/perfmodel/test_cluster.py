@@ -349,3 +349,52 @@ def test_a_built_in_for_another_gpu_memory_has_the_published_checks_of_its_netwo
     forty, eighty = cluster.load("dgx-a100-40gb"), cluster.load("dgx-a100")
     assert published.published_checks(forty) == published.published_checks(eighty) != []
     assert published._same_network(dataclasses.replace(forty, inter_busbw_gbps=100.0)) == ""  # another network
+
+
+def _l4_pcie_cluster():
+    """8 L4s a node on PCIe (12 GB/s bus bandwidth), nodes joined by one 25 Gb/s NIC (2.6 GB/s): a user's own file."""
+    return dataclasses.replace(cluster.load("dgx-a100"), name="l4-cloud", fabric="pcie", nvlinks=0, link_gbps=64,
+                               intra_busbw_gbps=12, nvls_busbw_gbps=0, nics=1, nic_gbps=25, inter_busbw_gbps=2.6,
+                               algorithms=("ring", "tree"))  # fmt: skip
+
+
+def test_the_link_that_bounds_an_allreduce_is_the_slower_level_it_crosses():
+    from harness.perfmodel.clusters.bound import bound
+
+    l4 = _l4_pcie_cluster()
+    across = bound(l4, "ring", nodes=2)
+    assert (across.link, across.busbw_gbps, across.beside) == (
+        "the 25 Gb/s between nodes",
+        2.6,
+        "the node's PCIe 12 GB/s",
+    )
+    assert (bound(l4, "ring", nodes=1).link, bound(l4, "tree", nodes=1).busbw_gbps) == ("the node's PCIe", 12)
+    h100 = cluster.load("dgx-h100")
+    assert bound(h100, "nvls", nodes=1).busbw_gbps == h100.nvls_busbw_gbps
+    assert bound(h100, "nvlstree", nodes=2).busbw_gbps == min(h100.nvls_busbw_gbps, 2 * h100.inter_busbw_gbps)
+
+
+def test_the_bound_is_said_with_its_arithmetic_checked_by_hand_against_the_profile():
+    from harness.perfmodel.clusters.bound import bound_words
+
+    link, grads = nccl.ClusterLink(_l4_pcie_cluster()), [1.32 * GIB]
+    said = bound_words(link, grads, 16)
+    by_hand = 1.32 * GIB * 2 * 15 / 16 / 2.6e9 * 1e3  # 1.32 GiB × 2(n−1)/n over the network's 2.6 GB/s, in ms
+    assert said == (f"the 25 Gb/s between nodes bounds them at w16 (2.6 GB/s bus bandwidth; the node's PCIe 12 GB/s): "
+                    f"1.32 GiB × 2·15/16 / 2.6 GB/s = {by_hand:.0f} ms")  # fmt: skip
+    assert bound_words(link, grads, 8).startswith("the node's PCIe bounds them at w8 (12 GB/s bus bandwidth): ")
+    assert bound_words(link, grads, 1) == "" and bound_words(object(), grads, 16) == ""  # one GPU; not a cluster
+
+
+@pytest.mark.parametrize("name", ["dgx-a100", "dgx-h100", "l4"])
+def test_the_bound_is_a_floor_under_the_allreduce_nccl_is_priced_at(name):
+    """The bounding link's bytes alone never take longer than the all-reduce priced (latency, protocols, a tree's
+    halving only add): a bound read off the wrong level would overstate it."""
+    from harness.perfmodel.clusters.bound import bound
+
+    profile = _l4_pcie_cluster() if name == "l4" else cluster.load(name)
+    link = nccl.ClusterLink(profile)
+    for world, nbytes in itertools.product((8, 16), (GIB // 64, GIB)):
+        chosen = nccl.choose(profile, "all_reduce", nbytes, nodes=link.nodes(world), ranks=world)
+        floor = bound(profile, chosen.algorithm, link.nodes(world)).floor_s(nbytes, world)
+        assert floor <= link.allreduce_s(nbytes, world)

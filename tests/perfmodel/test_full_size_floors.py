@@ -292,3 +292,7 @@ def test_the_why_names_a_gradient_larger_than_the_cap_and_what_the_runner_up_cap
     # the floors' margin too: 200 ms between the caps read '2e+02 ms higher'
     slower = slow.assign(full_size_step_floor_ms=frame["full_size_step_floor_ms"] * 10)
     assert ", its floor 200 ms higher: " in ranked.runner_up_words(slower, 2000.0)
+    # on a cluster, the link that bounds them (clusters.bound), said after the backward they overlap
+    bounded = ranked.ddp_ranked_row(slow.assign(full_size_bound="the 25 Gb/s between nodes bounds them at w2 (…)"))
+    said = ranked.full_size_why(bounded, 2000.0, 1.0)
+    assert "overlapping backward (2000 ms); the 25 Gb/s between nodes bounds them at w2 (…); the last" in said, said

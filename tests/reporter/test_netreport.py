@@ -761,7 +761,8 @@ def test_a_what_if_page_of_a_smaller_size_leads_with_what_the_full_sizes_floors_
     pair = r"(?:NVLS|NVLS-tree|tree|ring)/(?:LL|LL128|Simple)"  # how NCCL runs them, named where their cost is
     why = re.search(rf"<b>Why</b> at 1024 GPUs: at ([\d.]+) MiB its all-reduces \(({pair}(?: ×\d+)?(?:, {pair} "
                     r"×\d+)*)\) take at least ([\d.]+) ms a step, one after another, overlapping backward "
-                    r"\(([\d.]+) ms\); the last \(([\d.]+) ms(?:; [^)]+ no cap splits)?\) starts only after "
+                    r"\(([\d.]+) ms\); .+? bounds them at w1024 .+? = [\d.]+ ms; the last \(([\d.]+) ms"
+                    r"(?:; [^)]+ no cap splits)?\) starts only after "
                     r"backward's last gradient, and at least ([\d.]+) ms of them stay exposed; against [\d.]+ MiB, its "
                     r"floor [^;]+ ms exposed after it to [\d.]+ ms; its all-reduces run mostly as NVLS/\w+ from 8 GPUs"
                     rf"(?:, {pair} from [\d,]+ GPUs)+\.", lead)  # fmt: skip

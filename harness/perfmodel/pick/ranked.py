@@ -182,9 +182,10 @@ def full_size_why(row: pd.Series, backward_ms: float, cap_mb: float, *, terse: b
                   against: str | None = None) -> str:  # fmt: skip
     """'at 100 MiB its all-reduces (NVLS-tree/Simple: on a cluster, NCCL's pick) take at least …': why DDP's
     full-size floor at `cap_mb` (the row's) costs what it does, against the backward that hides them, with the
-    gradient that makes the last bucket what it is at any cap where one is larger than the cap (last_gradient_words)
-    and `against`, the runner-up cap's margin (runner_up_words; else the row's `full_size_runner_up`, the what-if
-    page's); '' where the row has no such floor. `terse`: the console's words, the same figures."""
+    gradient that makes the last bucket what it is at any cap where one is larger than the cap (last_gradient_words),
+    on a cluster the link that bounds them (`full_size_bound`: clusters.bound.bound_words) and `against`, the
+    runner-up cap's margin (runner_up_words; else the row's `full_size_runner_up`, the what-if page's); '' where
+    the row has no such floor. `terse`: the console's words, the same figures."""
     needed = ("full_size_comm_ms", "full_size_last_ms", "full_size_exposed_ms")
     if any(key not in row or pd.isna(row[key]) for key in needed) or pd.isna(backward_ms):
         return ""
@@ -194,8 +195,15 @@ def full_size_why(row: pd.Series, backward_ms: float, cap_mb: float, *, terse: b
     against = row.get("full_size_runner_up", "") if against is None else against
     return (f"at {cap_mb:g} MiB its all-reduces{run_as(row, 'full_size_algorithms')} take at least "
             f"{comm} ms a step, one after another, overlapping backward ({ms_text(backward_ms)} "
-            f"ms); the last ({ms_text(row['full_size_last_ms'])} ms{last_gradient_words(row, cap_mb)}) {last}"
+            f"ms){_said(row, 'full_size_bound')}; the last ({ms_text(row['full_size_last_ms'])} ms"
+            f"{last_gradient_words(row, cap_mb)}) {last}"
             f"{'; ' + against if isinstance(against, str) and against else ''}")  # fmt: skip
+
+
+def _said(row, column: str) -> str:
+    """'; ' and the row's words in `column` (the link that bounds the all-reduces: clusters.bound), '' where none."""
+    said = row.get(column)
+    return f"; {said}" if isinstance(said, str) and said else ""
 
 
 def last_gradient_words(row, cap_mb: float) -> str:
