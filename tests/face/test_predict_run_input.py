@@ -215,9 +215,9 @@ def test_out_rows_carry_what_reproduces_their_efficiency_and_float_columns(tmp_p
     from harness.commands.console.predict.estimate import ESTIMATE_SHARE
 
     estimate = next(line for line in said.splitlines() if "an estimate to start from, not a measurement" in line)
-    flops, peak = (
-        float(re.search(pattern, estimate).group(1)) for pattern in (r"([\d.e+]+) FLOPs", r"\(([\d.]+) TFLOP/s")
-    )
+    count, unit = re.search(r"([\d.,]+) ([MGTP])FLOP a step", estimate).groups()  # '12.6 GFLOP', never '1.3e+10'
+    flops = float(count.replace(",", "")) * {"M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15}[unit]
+    peak = float(re.search(r"\(([\d.]+) TFLOP/s", estimate).group(1))
     step_ms = float(estimate.rpartition("--local-step-ms ")[2])
     assert f"at {ESTIMATE_SHARE:.0%} of dgx-h100's GPU's dense peak" in estimate
     # mlp/full's 268.5 M parameters: its SGD pass (3.22 GB at 3,350 GB/s) is most of the step, once offered without
@@ -512,7 +512,7 @@ def test_the_step_given_is_said_in_flops_against_the_clusters_gpu_and_an_impossi
     said, beyond = scaling.step_against_peak(None, setup, step_ms=fast, batch=8, gpu=gpu, options=None)
     assert beyond
     assert said.startswith(
-        f"--local-step-ms {fast:g} for mlp's full size (8 samples a GPU) is {flops:.2g} FLOPs a step"
+        f"--local-step-ms {fast:g} for mlp's full size (8 samples a GPU) is {scaling.flops_text(flops)} a step"
     )
     assert (
         "at 200% of one GPU's dense peak" not in said
@@ -548,6 +548,9 @@ def test_the_step_given_is_said_in_flops_against_the_clusters_gpu_and_an_impossi
     slow, _ = scaling.step_against_peak(cpu_run, fp32, step_ms=flops / 0.26e12 * 1e3, batch=8, gpu=gpu, options=None)
     assert " at 0.260 TFLOP/s: 0% of one GPU's dense peak in bf16" in slow
     assert [scaling.tflops_text(v) for v in (8.234, 148.2, 1234.0, 99.96)] == ["8.23", "148", "1,234", "100"]
+    # a count in the unit of the rate beside it, never an exponent: it read '2e+13 FLOPs' beside '125 TFLOP/s'
+    counts = [scaling.flops_text(v) for v in (2.04e13, 5.12e11, 9.9996e11, 1.2e15, 3e7)]
+    assert counts == ["20.4 TFLOP", "512 GFLOP", "1.00 TFLOP", "1.20 PFLOP", "30.0 MFLOP"]
 
 
 def test_a_step_far_below_any_training_steps_share_of_the_peak_is_warned_with_its_likely_cause():

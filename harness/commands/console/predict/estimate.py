@@ -8,6 +8,7 @@ import math
 
 from harness.commands import console
 from harness.commands.console.predict import scaling
+from harness.results.values import ms_text
 
 ESTIMATE_SHARE = 0.40
 """The share of its GPU's dense peak a step estimated from FLOPs is put at, where no step was given: large
@@ -95,9 +96,9 @@ def step_estimate(args, configs, setup: dict, chosen, trained: dict | None, prof
     compute_ms = flops / (ESTIMATE_SHARE * peak * 1e12) * 1e3
     optimizer_ms, moved = optimizer_pass(args, chosen, setup, configs, profile)
     step_ms = offered_step_ms(compute_ms, optimizer_ms)
-    plus = f" for forward and backward ({compute_ms:.2g} ms), plus its optimizer's pass ({moved})" * bool(moved)
+    plus = f" for forward and backward ({ms_text(compute_ms)} ms), plus its optimizer's pass ({moved})" * bool(moved)
     return step_ms, (
-        f"an estimate to start from, not a measurement: {flops:.2g} FLOPs a step ({batch} "
+        f"an estimate to start from, not a measurement: {scaling.flops_text(flops)} a step ({batch} "
         f"sample{'s' * (batch > 1)} a GPU, counted on the meta device) at {ESTIMATE_SHARE:.0%} of "
         f"{chosen.name}'s GPU's dense peak in {peak_dtype(dtype, tf32=tf32)} ({peak:g} TFLOP/s)"
         f"{f', --dtype auto there (the CPU run benched {run})' if assumed else ''}{plus} is a {step_ms:g} ms step, "

@@ -154,7 +154,7 @@ below its GPU's peak (under LOW_SHARE): the bookings' verdict and the ends' line
 def step_against_peak(configs, setup: dict, *, step_ms: float, batch: int, gpu: str, options: dict | None,
                       gpu_said: str = "one GPU", requested: str | None = None,
                       optimizer_ms: float = 0.0) -> tuple[str, str]:  # fmt: skip
-    """('--local-step-ms 900 for the model you will train (2 samples a GPU) is 3.6e+13 FLOPs a step (…) at 40.0 TFLOP/s:
+    """('--local-step-ms 900 for the model you will train (2 samples a GPU) is 36.0 TFLOP a step (…) at 40.0 TFLOP/s:
     4% of one GPU's dense peak in bf16 (989.5 TFLOP/s)', why it is warned: 'above', 'below' or ''): what the step
     given claims, in the model's FLOPs a training step (forward and backward, FlopCounterMode on the meta device)
     over the dense peak of the cluster's GPU (`gpu`: its profile's description; or the GPU the step was measured on,
@@ -179,9 +179,9 @@ def step_against_peak(configs, setup: dict, *, step_ms: float, batch: int, gpu: 
     whose = "the model you will train" if options is not None else (
         f"{setup['workload']} as benched" if file else f"{setup['workload']}'s full size")  # fmt: skip
     trains = f", --dtype auto's there (the CPU run benched {run})" if assumed else ""
-    said = (f"--local-step-ms {step_ms:g} for {whose} ({batch} sample{'s' * (batch > 1)} a GPU) is {flops:.2g} "
-            f"FLOPs a step (forward and backward, counted on the meta device) at {tflops_text(achieved)} TFLOP/s"
-            f"{f' in the {step_ms - optimizer_ms:.3g} ms beside its optimizer' * bool(optimizer_ms)}: "
+    said = (f"--local-step-ms {step_ms:g} for {whose} ({batch} sample{'s' * (batch > 1)} a GPU) is {flops_text(flops)} "
+            f"a step (forward and backward, counted on the meta device) at {tflops_text(achieved)} TFLOP/s"
+            f"{f' in the {ms_text(step_ms - optimizer_ms)} ms beside its optimizer' * bool(optimizer_ms)}: "
             f"{share:.0%} of {gpu_said}'s dense peak in {peak_dtype(dtype, tf32=tf32)} ({peak:g} TFLOP/s)"
             f"{trains}")  # fmt: skip
     if share > 1:
@@ -208,6 +208,14 @@ def flops_and_peak(configs, setup: dict, *, gpu: str, options: dict | None, requ
     # kept in the user's cache; None: options the workload refuses, or a model that cannot run on the meta device
     counted = meta_counts.flops(spec, "full", own) if peak else None
     return (spec, counted, peak, dtype, tf32, run, assumed) if counted else None
+
+
+def flops_text(flops: float) -> str:
+    """A count of FLOPs for reading, in the unit of the rate said beside it: '20.4 TFLOP', '512 GFLOP', '1.20 PFLOP'
+    (it read '2e+13 FLOPs' beside '125 TFLOP/s')."""
+    units = ((1e15, "PFLOP"), (1e12, "TFLOP"), (1e9, "GFLOP"))
+    scale, unit = next(((s, u) for s, u in units if flops >= 0.9995 * s), (1e6, "MFLOP"))  # 999.6 GFLOP: '1.00 TFLOP'
+    return f"{tflops_text(flops / scale)} {unit}"
 
 
 def tflops_text(value: float) -> str:
