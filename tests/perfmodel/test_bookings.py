@@ -113,6 +113,40 @@ def test_a_booking_says_its_picks_peak_a_rank_of_its_gpus_memory_as_the_answer_t
     assert console_bookings._cells(dataclasses.replace(w8, step_ms=()), None, peaks=True)[5] == ""  # none fits
 
 
+def test_a_booking_says_compute_or_communication_bound_from_its_picks_own_exposed_figures():
+    """l4-cloud × 16 read '≥1279' ms beside 447 at 8 GPUs with nothing in its row saying 835 ms of it is all-reduce
+    left exposed: the booked pick's own exposed communication over its step, comm-bound over COMM_BOUND."""
+    from harness.commands.console.predict import bookings as console_bookings
+    from harness.perfmodel.clusters.bookings import COMM_BOUND, exposed_ms
+    from harness.perfmodel.pick.compressed import compressed_note
+
+    rows = _rows({16: [1321.0, 1279.0]}).assign(exposed_comm_ms=[9.0, 13.3], full_size_exposed_ms=[877.0, 835.0],
+                                                zero_broadcast_ms=4.0, zero_full_size_broadcast_ms=613.0,
+                                                fsdp_exposed_ms=2.0, fsdp_full_size_exposed_ms=1133.0)  # fmt: skip
+    floored = Candidate("stock", 1.0, True, 1279.0, profiled_ms=457.3, model="DDP", cap_mb=25.0, step_cap_mb=25.0)
+    (w16,) = of_cluster("l4-cloud", 8, [rows], [{16: Choice(16, picked=[floored], others=[])}], batch=8)
+    assert w16.exposed_ms == 835.0 and w16.comm_share == pytest.approx(835 / 1279) and w16.comm_share > COMM_BOUND
+    assert console_bookings.bound_cell(w16) == "comm 65% (835 ms)"
+    # each model's own columns at the cap its step is at: ZeRO-1's broadcasts after DDP's exposed all-reduces
+    zero = dataclasses.replace(floored, strategy="zero", model="ZeRO-1")
+    assert exposed_ms(rows[rows.world_size == 16], zero) == 835.0 + 613.0
+    profiled = dataclasses.replace(floored, profiled_ms=None, step_ms=1.0e3, step_cap_mb=1.0)
+    assert exposed_ms(rows, profiled) == 9.0  # no floor ranks it: the predicted step's, at 1 MiB
+    fsdp = Candidate("fsdp", 1.0, True, 1546.0, profiled_ms=446.9, model="FSDP2")
+    assert exposed_ms(rows, fsdp) == 1133.0
+    halved = pd.Series(
+        {"compressed_share": 0.5, "full_size_exposed_ms": 835.0, "compressed_full_size_exposed_ms": 420.0}
+    )
+    hooked = dataclasses.replace(
+        floored, note=compressed_note(halved, full_size=True)
+    )  # fp16's hook, as choose notes it
+    assert exposed_ms(rows.assign(compressed_full_size_exposed_ms=420.0), hooked) == 420.0  # the hook's own figure
+    assert pd.isna(exposed_ms(rows.drop(columns="full_size_exposed_ms"), floored))  # not in the rows: not said
+    small = dataclasses.replace(w16, exposed_ms=13.3, step_ms=(457.3,))
+    assert console_bookings.bound_cell(small) == "compute 3% (13.3 ms)"
+    assert console_bookings.bound_cell(dataclasses.replace(w16, exposed_ms=float("nan"))) == ""
+
+
 def test_nothing_fits_nothing_is_ranked():
     empty = Booking("dgx-h100", 1, 8, "", (), "", (), False, (), ())
     assert fastest([empty]).best == [] and fastest([empty]).decided

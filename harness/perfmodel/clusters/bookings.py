@@ -22,6 +22,7 @@ from harness.analysis import agreement
 from harness.perfmodel.pick import bounds
 from harness.perfmodel.pick.choice import Choice, whole_step
 from harness.perfmodel.pick.choice_table import gpu_hours_per_step_ms
+from harness.perfmodel.pick.compressed import EXPOSED as HOOK_SENDS_LESS
 
 LEAD = agreement.SMALL_CAP_LEAD
 """Bookings within this of the best are tied: a lead under it is more than the model can tell (as the choice's)."""
@@ -52,6 +53,14 @@ class Booking:
     peak_gib: tuple[float, ...] = ()  # a rank's peak as counted (the fit's need) of each strategy `book` names, at the
     # short end: its answer table's 'peak GiB', so that the side by side says what a GPU holds; () without memory
     capacity_gib: float = 0.0  # what a process can use of its cluster's GPU (0: the profile does not say)
+    exposed_ms: float = float("nan")  # the communication its pick leaves exposed a step at the short end (exposed_ms);
+    # NaN where several are booked (open) or its figures are not in the rows
+
+    @property
+    def comm_share(self) -> float:
+        """The share of the booked step (its short end) that communication left exposed takes: over COMM_BOUND, the
+        booking is communication-bound; NaN where not known."""
+        return self.exposed_ms / self.step_ms[0] if self.step_ms else float("nan")
 
     @property
     def bounded(self) -> bool:
@@ -70,6 +79,7 @@ class _Picked(NamedTuple):
     floored: bool  # a full-size floor ranks it
     own_cost_of: tuple[str, ...]  # the step models whose own cost the steps range over
     peak_gib: tuple[float, ...] = ()  # each booked pick's need a rank, GiB, as the choice judged its fit
+    exposed_ms: float = float("nan")  # the communication the booked pick leaves exposed a step (exposed_ms)
 
 
 def of_cluster(name: str, gpus_per_node: int, ends_rows: list[pd.DataFrame], choices: list[dict[int, Choice]], *,
@@ -105,8 +115,36 @@ def of_cluster(name: str, gpus_per_node: int, ends_rows: list[pd.DataFrame], cho
                            tuple(dict.fromkeys(m for p in picks for m in p.own_cost_of)), one_end, whose,
                            local_ms if len(picks) > 1 else (), batch,
                            _allreduce_ms(first, book if steps else "", floored=any(p.floored for p in picks[:1])),
-                           backward_ms, picks[0].peak_gib if steps else (), capacity_gib))  # fmt: skip
+                           backward_ms, picks[0].peak_gib if steps else (), capacity_gib,
+                           picks[0].exposed_ms if steps else float("nan")))  # fmt: skip
     return out
+
+
+COMM_BOUND = 0.5
+"""A booking whose exposed communication takes more than this share of its step is communication-bound: most of its
+step waits on the network, so a faster one (or fewer nodes) moves it more than a faster GPU; else compute-bound."""
+
+EXPOSED = {"DDP": ("exposed_comm_ms", "full_size_exposed_ms"),
+           "ZeRO-1": ("zero_broadcast_ms", "zero_full_size_broadcast_ms"),
+           "FSDP2": ("fsdp_exposed_ms", "fsdp_full_size_exposed_ms")}  # fmt: skip
+"""Each step model's communication left exposed a step, as predicted and with the full size's floors: DDP's all-reduces
+after backward, FSDP2's gathers and reduce-scatters not hidden, ZeRO-1's broadcasts (which overlap nothing; DDP's
+exposed all-reduces come first in its step, added)."""
+
+
+def exposed_ms(rows: pd.DataFrame, c) -> float:
+    """The communication pick `c` (a choice's Candidate) leaves exposed a step, from its own figures in `rows` (one GPU
+    count's, a row a cap) at the cap its step is at (FSDP2's: any): the full size's where its floor ranks it; NaN
+    where a figure is missing. Under a compression hook, the hook's (compression.with_compressed's columns)."""
+    at = rows[rows["bucket_cap_mb"] == c.step_cap_mb] if c.step_cap_mb is not None else rows
+    full = int(c.profiled_ms is not None)
+    models = ("DDP", c.model) if c.model == "ZeRO-1" else (c.model,)
+    columns = [EXPOSED[m][full] for m in models if m in EXPOSED]
+    if HOOK_SENDS_LESS in c.note:  # DDP under a compression hook that sends fewer bytes: its own exposed figure
+        columns = [("compressed_exposed_comm_ms", "compressed_full_size_exposed_ms")[full]]
+    if at.empty or not columns or any(col not in at for col in columns):
+        return float("nan")
+    return float(sum(at[col].iloc[0] for col in columns))
 
 
 def _allreduce_ms(rows: pd.DataFrame, book: str, *, floored: bool) -> float:
@@ -142,7 +180,8 @@ def _pick(rows: pd.DataFrame, choice: Choice | None) -> _Picked:
         own = tuple(dict.fromkeys(c.model for c in (first, last) if c.bounded))
         return _Picked(book, tied, (first.step_ms, whole_step(last)),
                        any(c.profiled_ms is not None for c in (first, last)), own,
-                       tuple(c.need_mb / 1024 for c in booked))  # fmt: skip
+                       tuple(c.need_mb / 1024 for c in booked),
+                       float("nan") if choice.open_on else exposed_ms(rows, first))  # fmt: skip
     row = agreement.answer_row(rows.reset_index(drop=True))
     floor = float(row.get("full_size_step_floor_ms", float("nan")))
     step = float(row["step_ms"])

@@ -14,6 +14,7 @@ from harness.commands.console import say, say_once
 from harness.commands.console.predict.answer import book_cell
 from harness.commands.console.predict.scaling import FAR_BELOW_ASSUMED
 from harness.perfmodel.clusters.bookings import (
+    COMM_BOUND,
     LEAD,
     Booking,
     Ranking,
@@ -27,6 +28,7 @@ from harness.perfmodel.clusters.bookings import (
 )
 from harness.perfmodel.pick.bounds import CPU, LONG, OWN_COST_OF, SHORT, end_words, own_cost_open
 from harness.perfmodel.pick.choice_table import cost_unit
+from harness.results.values import ms_text
 
 TEXT = ("cluster", "book")
 """The columns of words, aligned left; every other is of figures, aligned right."""
@@ -43,13 +45,14 @@ def compared(bookings: list[Booking], *, tokens: bool, ends: tuple[str, str] | N
     step given is far below its GPU's peak (scaling.LOW_SHARE), so a range of it bounds it only as it assumes."""
     unit = "tokens" if tokens else "samples"
     peaks = any(b.peak_gib for b in bookings)  # memory counted: what a GPU holds, beside its step
-    header = ("cluster", "GPUs", "nodes", "book", "step ms", *(("peak GiB a rank",) if peaks else ()), f"{unit}/s",
-              f"GPU-h per {cost_unit(tokens)}")  # fmt: skip
+    bound = any(b.comm_share == b.comm_share for b in bookings if b.fits)  # the picks' exposed communication known
+    header = ("cluster", "GPUs", "nodes", "book", "step ms", *(("peak GiB a rank",) if peaks else ()),
+              *(("bound: exposed comm",) if bound else ()), f"{unit}/s", f"GPU-h per {cost_unit(tokens)}")  # fmt: skip
     header += (f"price units per {cost_unit(tokens)}",) if prices else ()
     unlike = len({b.gpus * b.batch for b in bookings}) > 1 and all(b.batch for b in bookings)
     header += ("samples a step",) if unlike else ()  # all GPUs' together, where a booking's differs from another's
-    table = [header, *((*_cells(b, prices, ends, peaks=peaks), *([f"{b.gpus * b.batch:,}"] if unlike else []))
-                       for b in bookings)]  # fmt: skip
+    table = [header, *((*_cells(b, prices, ends, peaks=peaks, bound=bound),
+                        *([f"{b.gpus * b.batch:,}"] if unlike else [])) for b in bookings)]  # fmt: skip
     widths = [max(len(row[k]) for row in table) for k in range(len(header))]
     right = [k for k, name in enumerate(header) if name not in TEXT]
     ranged = _ranged_words(bookings, ends)
@@ -124,11 +127,12 @@ def _ranged_words(bookings: list[Booking], ends: tuple[str, str] | None) -> str:
 
 
 def _cells(b: Booking, prices: dict[str, float] | None, ends: tuple[str, str] | None = None, *,
-           peaks: bool = False) -> tuple[str, ...]:  # fmt: skip
+           peaks: bool = False, bound: bool = False) -> tuple[str, ...]:  # fmt: skip
     """A booking's row; `peaks`: with its pick's peak a rank (the answer table's 'peak GiB', '20.1 / 14.7' where it
-    books several) of its GPU's memory ('20.1 of 22': GPUs of unlike memory side by side)."""
+    books several) of its GPU's memory ('20.1 of 22': GPUs of unlike memory side by side); `bound`: with whether
+    its step is compute- or communication-bound (bound_cell)."""
     if not b.fits:
-        blank = 3 + peaks + bool(prices)
+        blank = 3 + peaks + bound + bool(prices)
         return (b.cluster, str(b.gpus), str(b.nodes), "none modelled fits", *([""] * blank))
     book = _ends_book(book_cell(b.book), book_cell(b.other_end)) if b.other_end else book_cell(b.book)
     book += f" (or {_tied_words(b, ends)})" if b.tied else ""
@@ -137,8 +141,17 @@ def _cells(b: Booking, prices: dict[str, float] | None, ends: tuple[str, str] | 
     of = f" of {b.capacity_gib:.3g}" if b.capacity_gib and b.peak_gib else ""
     peak = (" / ".join(f"{gib:.3g}" for gib in b.peak_gib) + of,) if peaks else ()
     return (b.cluster, str(b.gpus), str(b.nodes), book, mark + _span(b.step_ms, lambda v: f"{v:.4g}"), *peak,
-            ("≤" if b.at_least else "") + _span(b.per_s, _counted),
+            *((bound_cell(b),) if bound else ()), ("≤" if b.at_least else "") + _span(b.per_s, _counted),
             mark + _span(b.gpu_hours, _counted), *cost)  # fmt: skip
+
+
+def bound_cell(b: Booking) -> str:
+    """'comm 65% (835 ms)': whether the booked step is communication-bound (its pick's exposed communication over
+    COMM_BOUND of its step, the short end's) or compute-bound, the share and the ms; '' where not known."""
+    share = b.comm_share
+    if share != share:
+        return ""
+    return f"{'comm' if share > COMM_BOUND else 'compute'} {share:.0%} ({ms_text(b.exposed_ms)} ms)"
 
 
 def _ends_book(here: str, there: str) -> str:
