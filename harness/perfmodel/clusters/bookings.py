@@ -171,7 +171,7 @@ def _pick(rows: pd.DataFrame, choice: Choice | None) -> _Picked:
     if choice is not None:
         if not choice.picked:
             return _Picked("", (), None, False, ())
-        first = last = choice.picked[0]  # what the answer books first: the roomiest, the least machinery, the fastest
+        first = last = choice.picked[0]  # what the answer books first: fits with room, least machinery, fastest
         if choice.open_on:  # the pick at each end of the own costs: without any, with all of them
             first, last = min(choice.at_ends[0], key=lambda c: c.step_ms), min(choice.at_ends[1], key=whole_step)
             book, tied, booked = " or ".join(c.named for c in choice.picked), (), choice.picked

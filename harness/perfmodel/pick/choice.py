@@ -71,7 +71,7 @@ class Choice:
 
     @property
     def fastest(self) -> Candidate:
-        """The pick whose step, its own cost's long end in, is least: `picked` names a tie's roomier ones first, then
+        """The pick whose step, its own cost's long end in, is least: `picked` names a tie's fits with room first, then
         the least machinery (MODELS' order), so this one need not be first."""
         return min(self.picked, key=whole_step)
 
