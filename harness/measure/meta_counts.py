@@ -1,18 +1,19 @@
 """The meta device's counts of a workload's model (harness.measure.modelinfo), kept in the user's cache
-(XDG_CACHE_HOME/ddpbench/meta-counts.json) for `list`, `predict` and `report` alike: a full-size hf:t5's parameters,
-activations and FLOPs, counted again by every process, were over half of a `predict` of its tiny run here.
+(XDG_CACHE_HOME/ddpbench/meta-counts/, a file an entry) for `list`, `predict` and `report` alike: a full-size hf:t5's
+parameters, activations and FLOPs, counted again by every process, were over half of a `predict` of its tiny run here.
 
-An entry is the count asked (what, workload spec, size, options, batch, dtype), found only where the source its model
-comes from is as it was (`source_key`): ddpbench's own code that builds and counts models, the versions of the
-libraries that build them, and a file the spec names (yours, or a transformers configuration), by the hash of its
-content. A hash of your file does not see the modules it imports, nor files it reads: after changing those, delete the
-cache file. The file is written whole or not at all; one that cannot be read or written only costs the count again.
+An entry is the count asked (what, workload spec, size, options, batch, dtype) from the source its model comes from
+(`source_key`): ddpbench's own code that builds and counts models, the versions of the libraries that build them, and
+a file the spec names (yours, or a transformers configuration), by the hash of its content. Both name its file, so two
+checkouts of ddpbench, or two versions of your file, keep their counts side by side rather than evict each other's. A
+hash of your file does not see the modules it imports, nor files it reads: after changing those, delete the cache
+folder. Each file is written whole or not at all, by itself (processes writing at once lose none of each other's); one
+that cannot be read, is half written or cannot be written only costs the count again.
 """
 
 from __future__ import annotations
 
 import contextlib
-import copy
 import functools
 import hashlib
 import json
@@ -21,9 +22,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple
 
-CACHE_FILE = "meta-counts.json"
+CACHE_FOLDER = "meta-counts"
 MOST_ENTRIES = 500
-"""Entries kept, the latest written: counts asked long ago give way, the file stays small to read."""
+"""Entries kept, the latest used (read or written): counts not asked for long give way, the folder stays bounded."""
 LIBRARIES = ("torch", "torchvision", "transformers", "timm")
 """The libraries that build a zoo's models (and torch every model): another version, another count."""
 COUNTING = ("measure/modelinfo.py", "measure/activations.py", "measure/counting.py", "measure/training.py",
@@ -31,8 +32,14 @@ COUNTING = ("measure/modelinfo.py", "measure/activations.py", "measure/counting.
 """ddpbench's modules, under harness/, that a count runs through, beside every module of workloads/."""
 
 
-def cache_path() -> Path:
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "ddpbench" / CACHE_FILE
+def cache_folder() -> Path:
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "ddpbench" / CACHE_FOLDER
+
+
+def entry_path(asked: str, source: dict) -> Path:
+    """The file of the count `asked` from `source`: by both, so that another source's count has a file of its own."""
+    key = json.dumps([asked, source], sort_keys=True)
+    return cache_folder() / f"{hashlib.sha256(key.encode()).hexdigest()[:32]}.json"
 
 
 class ParameterCount(NamedTuple):
@@ -178,9 +185,9 @@ def _kept(what: str, spec: str, size: str, options: dict | None, batch: int | No
     either way, so that a count read from the cache and one made now are alike."""
     asked = json.dumps([what, spec, size, options or {}, batch, dtype], sort_keys=True, default=str)
     source = source_key(spec)
-    entry = _read().get(asked)
-    if source is not None and isinstance(entry, dict) and entry.get("source") == source and "value" in entry:
-        return copy.deepcopy(entry["value"])  # the file's as read once: a caller's changes stay the caller's
+    entry = _read(asked, source) if source is not None else None
+    if entry is not None:
+        return entry["value"]
     if not made:
         value = count()
         if isinstance(value, str):  # unavailable here: said, not kept
@@ -192,7 +199,7 @@ def _kept(what: str, spec: str, size: str, options: dict | None, batch: int | No
         value = count(workload)
     value = json.loads(json.dumps(value))
     if source is not None and (keep is None or keep(value)):
-        _write(asked, {"source": source, "value": value})
+        _write(asked, source, value)
     return value
 
 
@@ -261,35 +268,44 @@ def _versions() -> dict[str, str | None]:
     return library_versions(LIBRARIES)
 
 
-_READ: dict[tuple, dict] = {}
-"""The file as last read, by its path, inode, size and time: read again only where it changed (`list` read and parsed
-it once a count, 21 times)."""
-
-
-def _read() -> dict:
-    """The cache's entries (not to be changed: `_write` copies them); none where there is no file, or it cannot be
-    read or is not the cache's."""
-    path = cache_path()
+def _read(asked: str, source: dict) -> dict | None:
+    """The entry kept for `asked` from `source`; None where there is none, or its file cannot be read, is half
+    written or holds another question (a hash's collision): counted again then, and written whole over it."""
+    path = entry_path(asked, source)
     try:
-        stat = path.stat()
-        key = (str(path), stat.st_ino, stat.st_size, stat.st_mtime_ns)
-        if key not in _READ:
-            entries = json.loads(path.read_text())
-            _READ.clear()
-            _READ[key] = entries if isinstance(entries, dict) else {}
+        entry = json.loads(path.read_text())
     except (OSError, ValueError):
-        return {}
-    return _READ[key]
+        return None
+    if not isinstance(entry, dict) or entry.get("asked") != asked or entry.get("source") != source:
+        return None
+    if "value" not in entry:
+        return None
+    with contextlib.suppress(OSError):
+        os.utime(path)  # used now: among the last to give way (`_bound`)
+    return entry
 
 
-def _write(asked: str, entry: dict) -> None:
-    """`entry` for `asked`, into the file as it is now (another process's entries kept), the latest MOST_ENTRIES
-    written; whole or not at all (results.files.atomic_write), and nothing where it cannot be written."""
+def _write(asked: str, source: dict, value: Any) -> None:
+    """`value` for `asked` from `source`, in a file of its own: whole or not at all (results.files.atomic_write: a
+    temporary renamed into place), so that processes writing at once lose nothing of each other's, as the whole cache
+    rewritten by each did; nothing where it cannot be written."""
     from harness.results.files import atomic_write
 
-    entries = dict(_read())
-    entries.pop(asked, None)
-    entries[asked] = entry
-    text = json.dumps(dict(list(entries.items())[-MOST_ENTRIES:]))
+    path = entry_path(asked, source)
+    text = json.dumps({"asked": asked, "source": source, "value": value})
     with contextlib.suppress(OSError):
-        atomic_write(cache_path(), lambda tmp: tmp.write_text(text))
+        atomic_write(path, lambda tmp: tmp.write_text(text))
+        _bound(path.parent)
+
+
+def _bound(folder: Path) -> None:
+    """The folder's MOST_ENTRIES files used last kept, older ones removed (a temporary a killed writer left among
+    them); a file another process removed first is no error."""
+    used = []
+    with os.scandir(folder) as files:
+        for file in files:
+            with contextlib.suppress(OSError):
+                used.append((file.stat().st_mtime_ns, file.path))
+    for _, path in sorted(used)[:-MOST_ENTRIES]:
+        with contextlib.suppress(OSError):
+            os.unlink(path)

@@ -1,12 +1,13 @@
 """The meta device's counts of a model (harness.measure.meta_counts), kept in the user's cache for `list`,
 `predict` and `report` alike: a count found there is the count made afresh; another workload, size, option, batch,
-dtype, library version, ddpbench code or content of the user's file counts again; a cache that cannot be read or
-written costs the count again, never an error."""
+dtype, library version, ddpbench code or content of the user's file counts again, each kept beside the others; a cache
+that cannot be read or written, or that processes write at once, costs the count again, never an error."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -37,12 +38,15 @@ def cache(tmp_path, monkeypatch):
 def test_the_counts_are_kept_until_the_workloads_code_or_libraries_change(cache, tmp_path, monkeypatch):
     first = info._sizes_line("mlp")
     assert first.startswith("tiny ") and len(cache) == 3  # every size, counted
-    assert (tmp_path / "cache" / "ddpbench" / "meta-counts.json").is_file()
+    folder = tmp_path / "cache" / "ddpbench" / "meta-counts"
+    assert meta_counts.cache_folder() == folder and len(list(folder.glob("*.json"))) == 3  # a file a count
     assert info._sizes_line("mlp") == first and len(cache) == 3  # from the cache: no model built
     monkeypatch.setattr(meta_counts, "_versions", lambda: {"torch": "another"})
     assert info._sizes_line("mlp") == first and len(cache) == 6  # another torch: counted again
-    (tmp_path / "cache" / "ddpbench" / "meta-counts.json").write_text("{not json")
+    for entry in folder.glob("*.json"):  # as a writer killed mid-file would leave it, or a disk's fault
+        entry.write_text(entry.read_text()[: entry.stat().st_size // 2])
     assert info._sizes_line("mlp") == first and len(cache) == 9  # a broken cache is only slower
+    assert info._sizes_line("mlp") == first and len(cache) == 9  # and written whole again
 
 
 ASKED = [  # every count the cache keeps, as list, predict and report ask it
@@ -110,6 +114,71 @@ def test_every_part_of_the_key_counts_again(cache, tmp_path, monkeypatch):
     assert counts(spec=spec, options={"width": 32}) == mine and cache.count("counts_on_meta") == 10
 
 
+def test_two_checkouts_used_in_turn_keep_their_counts_side_by_side(cache, tmp_path, monkeypatch):
+    """Two checkouts of ddpbench (their workloads' code unlike), or two versions of your file, used in turn: each
+    finds its own count again. One entry a question evicted the other source's, and every `list` counted again
+    (~26 s for hf:gpt2 on a loaded machine here)."""
+
+    def counts(spec="mlp", options=None):
+        return meta_counts.counts(spec, "tiny", options or {}, batch_size=2, dtype="fp32")
+
+    made = []
+    for checkout in ("one checkout", "another", "one checkout", "another"):
+        monkeypatch.setattr(meta_counts, "_own_code", lambda checkout=checkout: checkout)
+        made.append(counts())
+    assert cache.count("counts_on_meta") == 2 and made[2:] == made[:2]
+    yours = tmp_path / "mine.py"
+    versions = [EXAMPLE.read_text(), EXAMPLE.read_text() + "\n# edited\n"]
+    for text in versions + versions:
+        yours.write_text(text)
+        counts(spec=f"{yours}:MyModel", options={"width": 32})
+    assert cache.count("counts_on_meta") == 4
+
+
+def _keep(number: int, counted: list[int]):
+    """A count of its own kept for `number` (no model built: the cache's keeping alone), `counted` where it is made."""
+    return meta_counts._kept("kept", f"mlp-{number}", "tiny", {}, None, None,
+                             lambda: counted.append(number) or {"n": number}, made=False)  # fmt: skip
+
+
+def test_counts_kept_by_two_processes_at_once_are_both_kept(cache, monkeypatch):
+    """A helper saw a count it had kept vanish: each process wrote the whole cache file as it had read it, so one
+    that kept its count between another's read and rename lost it. Here the second count is kept in that moment
+    (inside the first's write), as another process would keep it."""
+    from harness.results import files
+
+    real = files.atomic_write
+
+    def another_process_writes_first(path, write):
+        monkeypatch.setattr(files, "atomic_write", real)
+        _keep(2, [])
+        real(path, write)
+
+    monkeypatch.setattr(files, "atomic_write", another_process_writes_first)
+    _keep(1, [])
+    counted: list[int] = []
+    assert (_keep(1, counted), _keep(2, counted)) == ({"n": 1}, {"n": 2}) and counted == []
+
+
+def test_the_cache_keeps_the_entries_used_last_and_no_more(cache, monkeypatch):
+    """The folder holds MOST_ENTRIES files at most: the one used least lately gives way, a count read again stays."""
+    monkeypatch.setattr(meta_counts, "MOST_ENTRIES", 3)
+    folder, stamped, counted = meta_counts.cache_folder(), set(), []
+
+    def keep(number):
+        kept = _keep(number, counted)
+        for path in set(folder.glob("*.json")) - stamped:  # each older than the next: a clock's tick holds several
+            stamped.add(path)
+            os.utime(path, ns=(number * 10**9, number * 10**9))
+        return kept
+
+    for number in (0, 1, 2, 0, 3):  # 0 read again: used after 1 and 2
+        keep(number)
+    assert len(list(folder.iterdir())) == 3 and counted == [0, 1, 2, 3]
+    assert (keep(0), keep(2), keep(3)) == ({"n": 0}, {"n": 2}, {"n": 3}) and counted == [0, 1, 2, 3]
+    assert keep(1) == {"n": 1} and counted == [0, 1, 2, 3, 1]  # it gave way: counted again
+
+
 def test_a_cache_that_cannot_be_written_is_only_slower(cache, tmp_path, monkeypatch):
     blocked = tmp_path / "a-file"
     blocked.write_text("not a folder")
@@ -140,7 +209,8 @@ def test_every_module_a_count_runs_through_is_in_the_code_the_cache_is_keyed_by(
 
 def test_list_from_the_cache_reads_it_once_and_imports_no_table_or_counting_code(cache, tmp_path, monkeypatch):
     """`list` took ~30 s on a loaded machine with every count kept: it imported pandas and pyarrow (for the console's
-    words), modelinfo and its flop counter (for a tuple), and read and parsed the cache file once a count."""
+    words), modelinfo and its flop counter (for a tuple), and read and parsed the whole cache once a count: a count
+    reads its own entry's file alone, not the others'."""
     import os
     import subprocess
     import sys
@@ -151,7 +221,9 @@ def test_list_from_the_cache_reads_it_once_and_imports_no_table_or_counting_code
     reads: list[str] = []
     real = Path.read_text
     monkeypatch.setattr(Path, "read_text", lambda self, *a, **k: reads.append(self.name) or real(self, *a, **k))
-    assert info._sizes_line("mlp") == info._sizes_line("mlp") and reads.count(meta_counts.CACHE_FILE) <= 1
+    assert info._sizes_line("mlp") == info._sizes_line("mlp")
+    entries = {path.name for path in meta_counts.cache_folder().glob("*.json")}
+    assert len(entries) > 6 and len([name for name in reads if name in entries]) == 6  # mlp's 3 sizes, twice
     unneeded = ("pandas", "pyarrow", "harness.measure.modelinfo")
     code = (
         f"import sys; from harness import cli; cli.main(['list']); print([m for m in {unneeded} if m in sys.modules])"
