@@ -216,9 +216,10 @@ def add_predict_parser(commands) -> None:
                          "seq_len=2048: the activations grow with it) (docs/your-model.md); the steps and own "
                          "costs stay the benched model's (--workload's: the size profiled here)")  # fmt: skip
     predict.add_argument("--gpus", type=_gpu_counts, metavar="N,…",
-                         help="world size to predict (default: 8, or the run's); with --cluster and --run (or "
-                         "--workload), GPU counts, several if you like, each within one node (2,4 on 8-GPU nodes) or "
-                         "of whole nodes, priced beside --nodes' (without --nodes: these alone)")  # fmt: skip
+                         help="world size to predict (default: 8, or the run's); several with --run (2,3,4); "
+                         "with --cluster and --run (or --workload), GPU counts, several if you like, each within one "
+                         "node (2,4 on 8-GPU nodes) or of whole nodes, priced beside --nodes' (without --nodes: these "
+                         "alone)")  # fmt: skip
     predict.add_argument("--busbw", help="all-reduce bus bandwidth, e.g. 90GB/s (default: fitted from collectives)")
     predict.add_argument("--latency", help="all-reduce latency α, e.g. 30us (default: fitted; 0 with --busbw alone)")
     predict.add_argument("--caps", help="bucket caps in MiB (default: 1,5,10,25,50,100, and the run's sweep)")

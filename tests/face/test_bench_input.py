@@ -231,13 +231,16 @@ def test_an_option_no_chosen_strategy_takes_names_the_strategies_that_do(capsys,
     assert "stock" in said.split("(none); ")[1] and said.rstrip().endswith("take it")
 
 
-def test_several_gpu_counts_for_predict_point_to_a_clusters_nodes(capsys, tmp_path):
+def test_several_gpu_counts_for_a_profile_measured_here_point_to_a_run_or_a_clusters_nodes(capsys, tmp_path):
     """A walkthrough gave predict --gpus 16,64 and read only that it is not a whole number: on a cluster they are GPU
-    counts to price (whole nodes, or within one); without one, a world size, and the line names the cluster's way."""
-    assert cli.main(["predict", "--run", "r", "--results", str(tmp_path), "--busbw", "9GB/s", "--gpus", "16,64"]) == 2
+    counts to price (whole nodes, or within one), with a run its world sizes; a profile measured here is one world
+    size's (its threads are that size's share of the cores), and the line says so and names the other two ways."""
+    args = ["predict", "--workload", "mlp", "--results", str(tmp_path), "--busbw", "9GB/s", "--gpus", "16,64"]
+    assert cli.main(args) == 2
     err = capsys.readouterr().err
-    assert len(err.strip().splitlines()) == 1 and "--gpus 16,64: one world size without a cluster; several are GPU " \
-        "counts on a cluster's nodes: --cluster NAME|FILE --gpus 2,4 (or --nodes 1,2, whole nodes)" in err  # fmt: skip
+    assert len(err.strip().splitlines()) == 1 and "--gpus 16,64: one world size for a profile measured here (its " \
+        "threads are one world size's share of the cores); several with a bench run's profile (--run RUN --gpus " \
+        "16,64) or as GPU counts on a cluster's nodes: --cluster NAME|FILE --gpus 2,4" in err  # fmt: skip
 
 
 def test_predict_profiles_the_optimizer_asked_and_says_it(capsys):

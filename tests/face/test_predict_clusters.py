@@ -253,8 +253,6 @@ def test_gpu_counts_within_one_node_or_of_whole_nodes_are_priced_beside_the_node
          "--gpus 12: it does not fit dgx-h100's nodes of 8 GPUs; give 2 to 8 (in one node) or a multiple of 8"),
         (["--cluster", "dgx-a100,dgx-h200", "--gpus", "2,20", "--local-step-ms", "310"],
          "--gpus 20: it does not fit dgx-a100's nodes of 8 GPUs"),
-        (["--busbw", "90GB/s", "--gpus", "2,4"], "--gpus 2,4: one world size without a cluster; several are GPU "
-         "counts on a cluster's nodes: --cluster NAME|FILE --gpus 2,4"),
     ],
 )  # fmt: skip
 def test_a_gpu_count_that_fits_no_node_is_refused_in_one_line(tmp_path, capsys, flags, error):
@@ -264,6 +262,18 @@ def test_a_gpu_count_that_fits_no_node_is_refused_in_one_line(tmp_path, capsys, 
     captured = capsys.readouterr()
     assert captured.out == "" and captured.err.count("\n") == 1 and error in captured.err
     assert not out.exists()
+
+
+def test_several_world_sizes_with_a_run_are_each_priced_from_its_profile(tmp_path, capsys):
+    """predict --run R --gpus 3,4 was refused ("one world size without a cluster") though a run's profile prices any
+    world size, as its own ones are priced without --gpus: a user checking scaling on the run's machine asks this."""
+    shutil.copytree(DATA / "cpu_run", tmp_path / "cpu_run")
+    out = tmp_path / "x.csv"
+    flags = ["--run", "cpu_run", "--results", str(tmp_path), "--busbw", "90GB/s", "--gpus", "2,4", "--out", str(out)]
+    assert cli.main(["predict", *flags]) == 0
+    said = capsys.readouterr().out
+    assert said.index("\nw2: all-reduce") < said.index("\nw4: all-reduce")
+    assert set(pd.read_csv(out)["world_size"]) == {2, 4}
 
 
 @pytest.mark.parametrize(

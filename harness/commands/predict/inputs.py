@@ -58,7 +58,9 @@ def resolve(text: str, results: Path) -> Path:
 
 
 def check_counts(args: argparse.Namespace) -> None:
-    """--profile-steps, --batch-size: whole numbers ≥ 1; --gpus at most what a prediction takes, one but a cluster's."""
+    """--profile-steps, --batch-size: whole numbers ≥ 1; --gpus at most what a prediction takes; several with a run
+    (each world size priced from its one profile, as its own world sizes are without --gpus) or a cluster, else one:
+    a profile measured here gives its ranks the threads one world size's share of the cores allows."""
     from harness.config.units import MAX_PREDICTED_GPUS
 
     for flag, value in (("--profile-steps", args.profile_steps), ("--batch-size", args.batch_size)):
@@ -67,9 +69,11 @@ def check_counts(args: argparse.Namespace) -> None:
     gpus = ",".join(map(str, args.gpus or ()))
     if args.gpus and args.gpus[-1] > MAX_PREDICTED_GPUS:
         raise ConfigError(f"--gpus {gpus} is not valid; give a whole number from 1 to {MAX_PREDICTED_GPUS:,} for each")
-    if len(args.gpus or ()) > 1 and args.cluster is None and not args.nccl_tests:
-        raise ConfigError(f"--gpus {gpus}: one world size without a cluster; several are GPU counts on a cluster's "
-                          "nodes: --cluster NAME|FILE --gpus 2,4 (or --nodes 1,2, whole nodes)")  # fmt: skip
+    if len(args.gpus or ()) > 1 and args.run is None and args.cluster is None and not args.nccl_tests:
+        raise ConfigError(f"--gpus {gpus}: one world size for a profile measured here (its threads are one world "
+                          "size's share of the cores); several with a bench run's profile (--run RUN --gpus "
+                          f"{gpus}) or as GPU counts on a cluster's nodes: --cluster NAME|FILE --gpus 2,4 (or "
+                          "--nodes 1,2, whole nodes)")  # fmt: skip
 
 
 def check_cluster_file(name: str | None) -> None:
