@@ -19,7 +19,7 @@ def errors_on_own_run(results_dir: Path, run_dir: Path, setup: dict, *, configs=
     contention measured where there is some), ZeRO-1's and FSDP2's as `predict --run` checks them; None where no
     network is beside the run. `configs`: the run's rows, where the caller has read them already."""
     from harness.perfmodel.measured import of_setup
-    from harness.perfmodel.predict import sweep_predictions
+    from harness.perfmodel.predict import forecast_ms, run_cores, sweep_predictions
     from harness.results import model_tables, store
 
     network = network_for_run(results_dir, run_dir)
@@ -28,8 +28,10 @@ def errors_on_own_run(results_dir: Path, run_dir: Path, setup: dict, *, configs=
     configs = of_setup(store.read_configs(run_dir) if configs is None else configs, setup)
     profiles = model_tables.read_gradprofiles(run_dir)
     # its bucket-cap sweep, or where the run swept none, stock as torch ships it
-    rows = sweep_predictions(configs, profiles, network) or sweep_predictions(configs, profiles, network, shipped=True)
-    ddp = [(row["predicted_contention_ms"] or row["predicted_ms"]) / row["measured_ms"] - 1 for row in rows]
+    cores = run_cores(run_dir)  # its compute slowed where ranks outnumber them, as predict --run prices it
+    rows = (sweep_predictions(configs, profiles, network, cores=cores)
+            or sweep_predictions(configs, profiles, network, shipped=True, cores=cores))  # fmt: skip
+    ddp = [forecast_ms(row) / row["measured_ms"] - 1 for row in rows]
     errors = {"DDP": ddp}
     for label, checks in (("ZeRO-1", zero.run_checks), ("FSDP2", fsdp.run_checks)):
         errors[label] = [c["predicted_ms"] / c["measured_ms"] - 1 for c in checks(configs, profiles, network)]

@@ -145,15 +145,16 @@ def scaled_to_local_step(profile: Profile, calibration: Calibration, local_step_
 
 def sweep_predictions(configs: pd.DataFrame, profiles: pd.DataFrame, network: Network, *,
                       shipped: bool = False, against: pd.DataFrame | None = None,
-                      cores: int | None = None) -> list[dict]:  # fmt: skip
+                      cores: int | None) -> list[dict]:  # fmt: skip
     """Per stock bucket-cap configuration at world size ≥ 2 with a profile: measured against predicted,
     raw (the profile as measured), raw with the collectives run's contention (independent of the run's
     rows), calibrated (see Calibration), and calibrated with contention. `shipped`: stock as torch ships it (no
     cap given: its 1 MiB first bucket, then 25 MiB) instead, the check a run without a cap sweep has.
     `against`: another run's configurations measured instead of the run's own (`predict --against`: the forecast,
     calibrated on this run's one-rank rows, held against a later run's steps). `cores`: the cores the run's ranks
-    had (run_cores); where a world size's ranks outnumber them, the calibrated compute is slowed as core_share
-    says, and each row gains `core_share` and the steps at its bounds (`low_ms`, `high_ms`)."""
+    had (run_cores, asked of every caller: the console, the pages and the stored table price one step); where a world
+    size's ranks outnumber them, the calibrated compute is slowed as core_share says (`shared_cores_scale`), and each
+    row gains `core_share` and the steps at its bounds (`low_ms`, `high_ms`)."""
     configs = _as_ddp_caps(configs)
     checked = configs if against is None else _as_ddp_caps(against)
     given = checked["impl_options"].map(cap_given).astype(bool)
@@ -190,6 +191,7 @@ def sweep_predictions(configs: pd.DataFrame, profiles: pd.DataFrame, network: Ne
                 "predicted_contention_ms": contended.step_s * 1e3 if contended else None,
                 "compute_scale": calibration.compute_scale, "reducer_ms": calibration.reducer_s * 1e3,
                 "buckets": plain.buckets, "network": link.source,
+                "shared_cores_scale": share.scale if share else None,
                 **_bounds(calibrated, share, at, contention),
             })  # fmt: skip
     return rows
@@ -280,10 +282,13 @@ def update_model_tables(results: Path, run: Path, network: Network | None = None
     if network is None or not network.links:
         return [], []
     configs = store.read_configs(run)
-    predictions = sweep_predictions(configs, model_tables.read_gradprofiles(run), network)
+    predictions = sweep_predictions(configs, model_tables.read_gradprofiles(run), network, cores=run_cores(run))
     floor = floor_rows(configs, network)
     if predictions or floor:
-        model_tables.write_model_tables(run, predictions=predictions, floor=floor)
+        # the share itself and its bounds are the console's (--against's range): the table keeps the scale
+        consoles = ("core_share", "low_ms", "high_ms")
+        stored = [{key: row[key] for key in row if key not in consoles} for row in predictions]
+        model_tables.write_model_tables(run, predictions=stored, floor=floor)
     return predictions, floor
 
 

@@ -182,7 +182,7 @@ def test_the_model_pairs_only_rows_that_gave_a_cap_never_ddps_default_layout_rec
     explicit = [{**config(f"e{cap:g}", "stock", {"bucket_cap_mb": cap}, step_ms=ms), "bucket_cap_mb": cap}
                 for cap, ms in ((1.0, 20.0), (25.0, 24.0))]  # fmt: skip
     default = {**config("d", "stock", step_ms=50.0), "bucket_cap_mb": 25.0}  # no cap given: DDP's layout
-    rows = predict.sweep_predictions(pd.DataFrame([*explicit, default]), PROFILE, NETWORK)
+    rows = predict.sweep_predictions(pd.DataFrame([*explicit, default]), PROFILE, NETWORK, cores=None)
     assert [(r["bucket_cap_mb"], r["measured_ms"]) for r in rows] == [(1.0, pytest.approx(20.0)),
                                                                       (25.0, pytest.approx(24.0))]  # fmt: skip
 

@@ -535,7 +535,7 @@ def test_sweep_predictions_pair_each_measured_cap_with_the_model():
     configs = pd.DataFrame([_config("a", "stock", 1.0, 20.0), _config("b", "stock", 1.0, 22.0),
                             _config("c", "stock", 100.0, 25.0)])  # fmt: skip
     network = net.given_network(busbw_bytes_per_s=MB / 1e-3, latency_s=0.0)
-    rows = predict.sweep_predictions(configs, _PROFILE_ROWS, network)
+    rows = predict.sweep_predictions(configs, _PROFILE_ROWS, network, cores=None)
     measured = [(r["bucket_cap_mb"], r["measured_ms"]) for r in rows]  # the repeats' geometric mean, as ranked
     assert measured == [(1.0, pytest.approx((20.0 * 22.0) ** 0.5)), (100.0, pytest.approx(25.0))]
     assert [r["predicted_ms"] for r in rows] == pytest.approx([15.0, 19.0])  # nothing to calibrate on
@@ -673,7 +673,7 @@ def test_calibration_scales_compute_to_the_runs_one_rank_local_step_and_adds_ddp
                             _config("s1", "stock", 100.0, 32.0, world=1),
                             _config("s2", "stock", 100.0, 50.0)])  # fmt: skip
     network = net.given_network(busbw_bytes_per_s=MB / 1e-3, latency_s=0.0)
-    [row] = predict.sweep_predictions(configs, _PROFILE_ROWS, network)
+    [row] = predict.sweep_predictions(configs, _PROFILE_ROWS, network, cores=None)
     # Raw: 3 + 10 + 5 (one 5 MiB bucket after backward) + 1. Calibrated on one rank's rows alone (local at
     # world size 2, 50 ms, is not read): compute × 28/14 = 2, DDP's own 32 − 28 = 4 ms added to backward:
     # 6 + (20 + 4) + 5 + 2.

@@ -604,16 +604,43 @@ def test_a_run_without_a_cap_sweep_still_checks_ddp_on_stock_as_shipped(tmp_path
     errors = own_check.errors_on_own_run(results, run, setup)
     assert set(errors) == {"DDP"} and len(errors["DDP"]) == 1  # the three repeats of one configuration, pooled
     rows = predict.sweep_predictions(store.read_configs(run), model_tables.read_gradprofiles(run),
-                                     predict.network_for_run(results, run), shipped=True)  # fmt: skip
+                                     predict.network_for_run(results, run), shipped=True,
+                                     cores=predict.run_cores(run))  # fmt: skip
     assert [row["bucket_cap_mb"] for row in rows] == [25.0] and errors["DDP"][0] == pytest.approx(
         (rows[0]["predicted_contention_ms"] or rows[0]["predicted_ms"]) / rows[0]["measured_ms"] - 1
     )
     assert (
         predict.sweep_predictions(
-            store.read_configs(run), model_tables.read_gradprofiles(run), predict.network_for_run(results, run)
+            store.read_configs(run),
+            model_tables.read_gradprofiles(run),
+            predict.network_for_run(results, run),
+            cores=predict.run_cores(run),
         )
         == []
     )  # no cap given: no sweep
+
+
+def test_the_stored_predictions_and_the_own_check_slow_the_compute_where_ranks_outnumber_the_cores(tmp_path):
+    """predict --run slowed the compute of a world size whose ranks outnumber the run's cores, while
+    predictions.parquet (the run page's curve) and the what-if page's own check priced it at the one-rank compute:
+    all three now read the run's cores, so they price one step."""
+    from harness.perfmodel import own_check, predict
+
+    results = network_results(tmp_path)
+    run = results / "bucket_sweep"
+    meta = store.read_run_meta(run)
+    store.write_json(run / "run.json", {**meta, "environment": {**meta["environment"], "usable_cpus": 1}})
+    predict.update_model_tables(results, run)
+    configs, profiles = store.read_configs(run), model_tables.read_gradprofiles(run)
+    network = predict.network_for_run(results, run)
+    priced = predict.sweep_predictions(configs, profiles, network, cores=1)  # as predict --run prices w2 on 1 core
+    one_rank = predict.sweep_predictions(configs, profiles, network, cores=None)
+    stored = model_tables.read_predictions(run).sort_values("bucket_cap_mb")
+    assert stored["predicted_ms"].tolist() == pytest.approx([r["predicted_ms"] for r in priced])
+    assert stored["shared_cores_scale"].tolist() == pytest.approx([r["core_share"].scale for r in priced])
+    assert stored["predicted_ms"].tolist() != pytest.approx([r["predicted_ms"] for r in one_rank])  # slowed
+    errors = own_check.errors_on_own_run(results, run, predict.run_setups(run)[0])
+    assert errors["DDP"] == pytest.approx([predict.forecast_ms(r) / r["measured_ms"] - 1 for r in priced])
 
 
 def test_errors_beyond_what_the_model_keeps_on_a_quiet_machine_say_its_steps_are_not_borne_out():

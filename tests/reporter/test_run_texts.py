@@ -772,7 +772,8 @@ def test_a_run_without_a_cap_sweep_has_its_model_checked_on_its_page_as_predict_
                             floor=pd.DataFrame(predict.floor_rows(configs, given)),
                             predictions=pd.DataFrame(columns=["workload", "world_size"]))  # fmt: skip
     section = text(model_section.model_section(run, ["mlp"], FigureList()))
-    (row,) = predict.sweep_predictions(configs, model_tables.read_gradprofiles(run_dir), given, shipped=True)
+    (row,) = predict.sweep_predictions(configs, model_tables.read_gradprofiles(run_dir), given, shipped=True,
+                                       cores=predict.run_cores(run_dir))  # fmt: skip
     forecast, measured = predict.forecast_ms(row), row["measured_ms"]
     said = f"w2 mlp/tiny: forecast {forecast:.2f} ms, measured {measured:.2f} ms, error {forecast / measured - 1:+.1%}"
     assert said in section

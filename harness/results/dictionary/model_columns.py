@@ -156,13 +156,15 @@ PREDICTIONS = Table(
         C("measured_ms", F64, MS, "geometric mean over repeats of `step_ms_median` (as the run page ranks and the sweep decides)"),
         C("predicted_raw_ms", F64, MS, "the simulated DDP schedule on the world-size-1 profile as measured, without contention"),
         C("predicted_raw_contention_ms", F64, MS, "the profile as measured with the collectives run's contention: nothing from the run's own configurations (null where no contention was measured)"),
-        C("predicted_ms", F64, MS, "the same, calibrated on the run's own configurations at world size 1 (nothing communicated), without contention"),
-        C("predicted_contention_ms", F64, MS, "calibrated, with the measured contention (null where none was measured)"),
+        C("predicted_ms", F64, MS, "the same, calibrated on the run's own configurations at world size 1 (nothing communicated), without contention; its compute slowed by `shared_cores_scale` where set (the raw columns never are)"),
+        C("predicted_contention_ms", F64, MS, "calibrated, with the measured contention (null where none was measured); slowed as `predicted_ms` is"),
         C("compute_scale", F64, RATIO, "`local` step at world size 1 (`stock`'s where the run has no `local` row there) / the profile's step: the profile scaled to the step timed over every repeat"),
         C("reducer_ms", F64, MS, "DDP's own cost with nothing to communicate: median `stock` (every cap) − `local` at world size 1, added to backward"),
         C("buckets", I32, COUNT, "buckets in the simulated assignment"),
         NETWORK,
+        C("shared_cores_scale", F64, RATIO, "where the world size's ranks outnumber the run's cores (run.json's `usable_cpus`): how much slower each rank's compute is priced in `predicted_ms` and `predicted_contention_ms`, as `predict --run` prices it (the run's `local` step at its largest world size ≥ 2 over its one-rank step, times the further ranks per core; without such a step, ranks / cores alone, a floor); null at a rank to a core"),
     ),
+    later=frozenset({"shared_cores_scale"}),
 )  # fmt: skip
 
 FLOOR = Table(
