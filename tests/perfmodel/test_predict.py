@@ -307,12 +307,12 @@ def test_a_world_size_the_network_was_not_measured_at_is_said_to_be_extrapolated
     predict_counts.warn_unmeasured_world(measured, 8)
     assert capsys.readouterr().err.strip() == (
         "ddpbench: warning: w8: its all-reduce cost is the one measured at 2 ranks, carried over; it is predicted "
-        "without contention (measured at 2 only), which on a CPU whose cores its 8 ranks would share makes the step "
-        "optimistic: its best cap is no measurement"
+        "without contention (measured at 2 only): what its all-reduces and its compute cost each other while they "
+        "overlap is left out, so the step is optimistic by that much: its best cap is no measurement"
     )
     predict_counts.warn_unmeasured_world(net.Network({2: link}, {}, "c1"), 2)  # the link measured, no contention
     said = capsys.readouterr().err
-    assert "w2: it is predicted without contention, which" in said and "carried over" not in said
+    assert "w2: it is predicted without contention: what its all-reduces" in said and "carried over" not in said
 
 
 def test_the_largest_bucket_is_the_largest_any_cap_lays_out():

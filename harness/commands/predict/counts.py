@@ -67,15 +67,16 @@ def warn_if_extrapolated(link, bucket_bytes: int, *, world: int) -> None:
 
 def warn_unmeasured_world(network, world: int) -> None:
     """A world size the fitted network was not measured at: its link is the nearest size's (network.link_for),
-    and without contention measured there the step is predicted with none, which on a CPU whose cores the ranks
-    share makes it optimistic. Each said as it is, with what it makes of the best cap."""
+    and without contention measured there the step is predicted with none: what its all-reduces and its compute
+    cost each other while they overlap is left out (the cores its ranks share are priced apart: core_share, said
+    under the table), so the step is optimistic by that. Each said as it is, with what it makes of the best cap."""
     said = []
     if world not in network.links:
         said.append(f"its all-reduce cost is the one measured at {_sizes(network.links)} ranks, carried over")
     if world not in network.contention:
         measured = f" (measured at {_sizes(network.contention)} only)" if network.contention else ""
-        said.append(f"it is predicted without contention{measured}, which on a CPU whose cores its {world} ranks "
-                    "would share makes the step optimistic")  # fmt: skip
+        said.append(f"it is predicted without contention{measured}: what its all-reduces and its compute cost "
+                    "each other while they overlap is left out, so the step is optimistic by that much")  # fmt: skip
     if said:
         console.warning(f"w{world}: {'; '.join(said)}: its best cap is no measurement")
 
