@@ -77,6 +77,7 @@ def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
             )
     except collectives.LaunchFailed as exc:
         console.error(str(exc))
+        _say_kept(run_dir, exc.world_size)
         return 1
     except (KeyboardInterrupt, Terminated):  # the launch in flight is down, ranks included; finished sizes stay
         why = stops.received or "SIGINT"
@@ -103,6 +104,21 @@ def _warn_if_cores_shared(config) -> None:
     if config.device == "cpu" and config.gpus > cores:
         console.warning(f"{config.gpus} ranks on {counted(cores, 'CPU core')}: ranks take turns on the cores, so the "
                         "larger world sizes' bandwidth and contention include waiting for a core")  # fmt: skip
+
+
+def _say_kept(run_dir, failed: int) -> None:
+    """After a launch failed: the smaller world sizes kept, and that predict prices on them, the failed one's
+    fit carried over from the nearest (a timeout on shared cores read as if everything was lost)."""
+    from harness.results import model_tables
+
+    done = model_tables.read_collectives(run_dir).groupby("world_size").size()
+    if done.empty:
+        console.say(f"ddpbench: nothing measured in {run_dir}/: predict cannot price on this run")
+        return
+    kept = ", ".join(f"w{world} ({counted(rows, 'op × size row')})" for world, rows in done.items())
+    past = f"w{failed} on the sizes it measured, larger world sizes" if failed in done else f"w{failed} and larger"
+    console.say(f"ddpbench: kept {kept} in {run_dir}/: predict and report price on them, {past} on the nearest "
+                "measured world size's fit, carried over (predict says so where it does)")  # fmt: skip
 
 
 def _world_done(world: int, seconds: float) -> None:

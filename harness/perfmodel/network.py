@@ -125,6 +125,7 @@ class Network:
     contention: dict[int, Contention]
     source: str
     others: dict[str, dict[int, Link]] = dataclasses.field(default_factory=dict)  # the other collectives' fits, by op
+    unfinished: dict[int, Path] = dataclasses.field(default_factory=dict)  # launched, nothing kept: each one's log
 
 
 def given_network(*, busbw_bytes_per_s: float, latency_s: float) -> Network:
@@ -178,7 +179,18 @@ def measured_network(collectives_run: Path) -> Network:
     contention = {int(r.world_size): _contention(r) for r in model_tables.read_contention(collectives_run).itertuples()}
     others = {op: links_from_collectives(frame, source=source, op=op) for op in ("broadcast", "all_gather",
                                                                                 "reduce_scatter")}  # fmt: skip
-    return Network(links, contention, source, others)
+    kept = {int(world) for world in frame["world_size"].unique()}
+    return Network(links, contention, source, others, unfinished_launches(collectives_run, measured=kept))
+
+
+def unfinished_launches(collectives_run: Path, *, measured: set[int]) -> dict[int, Path]:
+    """The world sizes the collectives run launched (a plan written) and kept nothing of (a launch that timed out or
+    failed before its first size), each with its log: what a world size priced on another's fit was missing."""
+    from harness.results.layout import PLANS, RunFolder
+
+    sizes = (plan.stem.removeprefix("world-") for plan in (collectives_run / PLANS).glob("world-*.json"))
+    launched = sorted(int(size) for size in sizes if size.isdigit())
+    return {world: RunFolder(collectives_run).log(f"world-{world}") for world in launched if world not in measured}
 
 
 def _contention(row) -> Contention:

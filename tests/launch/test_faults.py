@@ -316,3 +316,36 @@ def test_a_collectives_run_stopped_before_its_first_world_size_keeps_nothing(
     out = capsys.readouterr().out
     assert f"stopped by {name} before the first message size was measured: nothing kept" in out
     assert not (tmp_path / "cut").exists()
+
+
+def test_a_collectives_world_size_that_times_out_says_what_was_kept_and_predict_says_it_failed(
+    tmp_path, monkeypatch, capsys
+):
+    """h6's `collectives --gpus 4` on 2 busy cores timed out at 4 ranks and said only "failed (timeout)", though w2
+    was kept and predict priced on it; predict at 3-4 ranks then said "extrapolated" without a word of the failure."""
+    from harness.commands.predict import counts
+    from harness.launch import collectives
+    from harness.perfmodel import network
+    from harness.results import model_tables
+
+    def timed_out(config, *, run_id, environment, on_world_done=None):
+        run = config.results / run_id
+        rows = [{"run_id": run_id, "op": "all_reduce", "world_size": 2, "bytes": size, "time_us": 50 + size / 1e3,
+                 "correct": True} for size in (1024, 1 << 20)]  # fmt: skip
+        store.write_parquet(model_tables.collectives_part(run, 2), rows, model_tables.COLLECTIVE_SCHEMA)
+        for world in (2, 4):
+            store.write_json(run / "plan" / f"world-{world}.json", {})
+        failure = {"error_kind": "timeout", "error": "timeout: no progress for 602 s"}
+        raise collectives.LaunchFailed(4, failure, run / "logs" / "world-4.log")
+
+    monkeypatch.setattr(collectives, "run_collectives", timed_out)
+    assert cli.main(["collectives", "--results", str(tmp_path), "--run-id", "slow", "--gpus", "4"]) == 1
+    out = capsys.readouterr().out
+    run = tmp_path / "slow"
+    assert f"ddpbench: kept w2 (2 op × size rows) in {run}/: predict and report price on them, w4 and larger on " \
+        "the nearest measured world size's fit, carried over (predict says so where it does)" in out  # fmt: skip
+    measured = network.measured_network(run)
+    assert measured.unfinished == {4: run / "logs" / "world-4.log"}
+    counts.warn_unmeasured_world(measured, 3)
+    assert (f"the one measured at 2 ranks, carried over (collectives run slow's launch at 4 ranks failed, nothing "
+            f"kept: log {run}/logs/world-4.log)") in capsys.readouterr().err  # fmt: skip

@@ -72,7 +72,9 @@ def warn_unmeasured_world(network, world: int) -> None:
     under the table), so the step is optimistic by that. Each said as it is, with what it makes of the best cap."""
     said = []
     if world not in network.links:
-        said.append(f"its all-reduce cost is the one measured at {_sizes(network.links)} ranks, carried over")
+        failed = "".join(f" ({network.source}'s launch at {n} ranks failed, nothing kept: log {log})"
+                         for n, log in network.unfinished.items())  # fmt: skip
+        said.append(f"its all-reduce cost is the one measured at {_sizes(network.links)} ranks, carried over{failed}")
     if world not in network.contention:
         measured = f" (measured at {_sizes(network.contention)} only)" if network.contention else ""
         said.append(f"it is predicted without contention{measured}: what its all-reduces and its compute cost "
