@@ -75,7 +75,7 @@ def errors(run: Path) -> list[dict]:
     network = network_for_run(run.parent, run)
     configs, profiles = store.read_configs(run), model_tables.read_gradprofiles(run)
     rows = []
-    for check in fsdp.run_checks(configs, profiles, network):
+    for check in fsdp.run_checks(configs, profiles, network, cores=predict.run_cores(run)):
         if check["impl_options"] != "{}":
             continue
         setup = {key: check[key] for key in measured.SETUP_KEYS}

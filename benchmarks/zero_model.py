@@ -50,7 +50,8 @@ def errors(run: Path) -> list[dict]:
     """Per setup: DDP's and ZeRO-1's step at world size 2, measured and predicted, with ZeRO-1's parts."""
     network = network_for_run(run.parent, run)
     configs, profiles = store.read_configs(run), model_tables.read_gradprofiles(run)
-    checks = {c["workload"]: c for c in zero.run_checks(configs, profiles, network) if c["impl_options"] == "{}"}
+    checked = zero.run_checks(configs, profiles, network, cores=predict.run_cores(run))
+    checks = {c["workload"]: c for c in checked if c["impl_options"] == "{}"}
     rows = []
     for setup in predict.run_setups(run):
         profile = calibrate(

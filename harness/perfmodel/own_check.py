@@ -34,7 +34,8 @@ def errors_on_own_run(results_dir: Path, run_dir: Path, setup: dict, *, configs=
     ddp = [forecast_ms(row) / row["measured_ms"] - 1 for row in rows]
     errors = {"DDP": ddp}
     for label, checks in (("ZeRO-1", zero.run_checks), ("FSDP2", fsdp.run_checks)):
-        errors[label] = [c["predicted_ms"] / c["measured_ms"] - 1 for c in checks(configs, profiles, network)]
+        errors[label] = [c["predicted_ms"] / c["measured_ms"] - 1
+                         for c in checks(configs, profiles, network, cores=cores)]  # fmt: skip
     return {label: found for label, found in errors.items() if found}
 
 

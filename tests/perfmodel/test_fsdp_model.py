@@ -203,7 +203,7 @@ def test_a_runs_fsdp_rows_are_checked_serially_on_the_cpu_with_fsdps_own_cost_fr
                             _row("fsdp", 2, 44.0), _row("fsdp", 2, 50.0, {"param_dtype": "bf16"}),
                             _row("fsdp", 2, 45.0, {"reshard_after_forward": False})])  # fmt: skip
     network = net.given_network(busbw_bytes_per_s=MIB / MS, latency_s=0.0)
-    checks = {c["impl_options"]: c for c in fsdp.run_checks(configs, _profile_rows(), network)}
+    checks = {c["impl_options"]: c for c in fsdp.run_checks(configs, _profile_rows(), network, cores=None)}
     assert set(checks) == {"{}", '{"reshard_after_forward": false}'}  # bf16 gathers: not modelled
     plain = checks["{}"]
     assert plain["measured_ms"] == pytest.approx((40.0 * 44.0) ** 0.5)
@@ -212,6 +212,9 @@ def test_a_runs_fsdp_rows_are_checked_serially_on_the_cpu_with_fsdps_own_cost_fr
     assert plain["gather_source"] is None and plain["network"].startswith("given")  # the all-reduce's link stood in
     kept = checks['{"reshard_after_forward": false}']
     assert kept["predicted_ms"] == pytest.approx(22 + (11 + 11) / 2 + 4 / 2 + 3) and kept["fsdp_gathers"] == 3
+    # two ranks on one core: the compute slowed ×2 (no baseline at w2 to measure more), as predict --run prices it
+    shared = {c["impl_options"]: c for c in fsdp.run_checks(configs, _profile_rows(), network, cores=1)}["{}"]
+    assert shared["compute_ms"] == pytest.approx(2 * plain["compute_ms"])
 
 
 def test_fsdps_own_cost_left_out_of_a_gpu_step_is_beyond_ddps_only_where_the_repeats_tell_ddps_apart(capsys):

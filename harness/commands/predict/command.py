@@ -302,12 +302,13 @@ def _validate(results_dir: Path, run_dir: Path, network, *, stored: bool) -> Non
     from harness.results import model_tables, store
 
     configs, profiles = store.read_configs(run_dir), model_tables.read_gradprofiles(run_dir)
+    cores = predict.run_cores(run_dir)  # ranks beyond them: their compute slowed, as the forecast above prices it
     if stored:  # the run's own network: its floor and model tables are (re)written for the report
         rows = predict.update_model_tables(results_dir, run_dir, network)[0]
     else:  # a hypothetical network is printed against the run, never stored with it
-        rows = predict.sweep_predictions(configs, profiles, network, cores=predict.run_cores(run_dir))
-    predictions.zero_validation(zero.run_checks(configs, profiles, network))
-    predictions.fsdp_validation(fsdp.run_checks(configs, profiles, network))
+        rows = predict.sweep_predictions(configs, profiles, network, cores=cores)
+    predictions.zero_validation(zero.run_checks(configs, profiles, network, cores=cores))
+    predictions.fsdp_validation(fsdp.run_checks(configs, profiles, network, cores=cores))
     if not rows:  # its DDP steps as shipped are still a check of the schedule: the forecast held against them
         predictions.no_validation()
         against.check(run_dir, run_dir, network, said_if_none=False)

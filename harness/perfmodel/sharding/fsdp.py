@@ -315,11 +315,12 @@ def compute_only(profile: Profile, configs, setup: dict) -> Profile:
     return calibrate(profile, Calibration(compute_scale=scale))
 
 
-def run_checks(configs, profiles, network) -> list[dict]:
+def run_checks(configs, profiles, network, *, cores: int | None) -> list[dict]:
     """Per FSDP configuration (`roles.shards_parameters`) of a run at world size ≥ 2 with a stored profile (with
     per-block times) and no option but those modelled: measured (the geometric mean of its repeats' medians) against
     predicted from the profile scaled to the run's one-rank rows, its gathers and reduce-scatters on the
-    collectives run's fits (else the all-reduce's α and bus bandwidth); every call blocks on the CPU."""
+    collectives run's fits (else the all-reduce's α and bus bandwidth); every call blocks on the CPU; its compute
+    slowed where the ranks outnumber the run's `cores` (predict.core_share), as predict --run prices it."""
     from harness.analysis import roles, stats
     from harness.perfmodel import measured, predict
     from harness.perfmodel.network import fitted_source, network_link, sharded_links
@@ -337,7 +338,9 @@ def run_checks(configs, profiles, network) -> list[dict]:
         if profile is None or not network.links or units(profile) is None:
             continue
         gather, scatter = sharded_links(network, int(world))
-        step = predict_fsdp(compute_only(profile, configs, setup), gather=gather, scatter=scatter,
+        share = predict.core_share(configs, setup, world=int(world), cores=cores)
+        compute = predict.with_shared_cores(compute_only(profile, configs, setup), share)
+        step = predict_fsdp(compute, gather=gather, scatter=scatter,
                             world_size=int(world), blocking=device == "cpu",
                             reshard_after_forward=options_of(impl_options).get("reshard_after_forward", True),
                             own_s=measured.fsdp_own_cost_s(configs, setup) or 0.0)  # fmt: skip

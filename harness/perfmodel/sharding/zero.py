@@ -193,12 +193,13 @@ def with_zero(frame, profile: Profile, *, link, world_size: int, own_s: float = 
 MODELLED_OPTIONS = {"bucket_cap_mb", "parameters_as_bucket_view"}  # any other option is another step
 
 
-def run_checks(configs, profiles, network) -> list[dict]:
+def run_checks(configs, profiles, network, *, cores: int | None) -> list[dict]:
     """Per ZeRO-1 configuration (`roles.sharded_optimizer_over_allreduce`) of a run at world size ≥ 2 with a
     stored profile and no option but those modelled: measured (the geometric mean of its repeats' medians, as
     the run page pools them) against predicted from the profile calibrated on the run's one-rank rows
     (`predict.run_calibration`, as DDP's sweep is), with the network's contention where measured and its
-    fitted broadcast (else the all-reduce's α and bus bandwidth)."""
+    fitted broadcast (else the all-reduce's α and bus bandwidth); its compute slowed where the ranks outnumber the
+    run's `cores` (predict.core_share), as predict --run prices it."""
     from harness.analysis import roles, stats
     from harness.analysis.verdicts.sweep import given_cap
     from harness.perfmodel import measured, predict
@@ -221,6 +222,8 @@ def run_checks(configs, profiles, network) -> list[dict]:
         cap = given_cap(impl_options) or 25.0
         link, sender = network_link(network, int(world)), broadcast_link(network, int(world))
         calibrated = calibrate(profile, predict.run_calibration(configs, setup, profile=profile))
+        share = predict.core_share(configs, setup, world=int(world), cores=cores)  # None: a rank to a core
+        calibrated = predict.with_shared_cores(calibrated, share)
         own_s = measured.zero_own_cost_s(configs, setup) or 0.0
         step = predict_zero(calibrated, cap_mb=cap, link=link, world_size=int(world), broadcast=sender,
                             contention=network.contention.get(int(world), NO_CONTENTION),
