@@ -78,7 +78,8 @@ class CoreShare:
     the compute is calibrated on. `floor`: world / cores, each rank's share of a core alone (memory bandwidth and
     caches, shared too, only slow it further). `carried`: the run's own slowdown, its baseline step at the largest
     world size ≥ 2 it measured (`measured_world`) over its one-rank step (`measured_ratio`), times the further
-    sharing of cores beyond it (world / max(measured_world, cores)); None where the run measured none."""
+    sharing of cores beyond it (world / max(measured_world, cores)); None where the run measured none, or its baseline
+    at no world size ≥ 2 (`measured_world` None) or at none of one rank (`measured_world` set, its ratio None)."""
 
     world: int
     cores: int
@@ -107,8 +108,8 @@ def core_share(configs: pd.DataFrame, setup: dict, *, world: int, cores: int | N
     share = CoreShare(world, cores, floor=world / cores)
     one_s = pooled_step_s(configs, setup, world=1, role="baseline")
     measured = [w for w in range(world, 1, -1) if pooled_step_s(configs, setup, world=w, role="baseline")]
-    if not one_s or not measured:
-        return share
+    if not one_s or not measured:  # which of the two steps is missing, kept for what is said of the floor
+        return CoreShare(world, cores, share.floor, measured_world=measured[0] if measured else None)
     ratio = pooled_step_s(configs, setup, world=measured[0], role="baseline") / one_s
     further = world / max(measured[0], cores)
     return CoreShare(world, cores, share.floor, ratio * further, measured[0], ratio)

@@ -771,8 +771,22 @@ def test_ranks_beyond_the_cores_slow_the_compute_by_the_runs_own_slowdown_else_b
     assert predict.core_share(configs, _SETUP, world=2, cores=2) is None
     assert predict.core_share(configs, _SETUP, world=4, cores=None) is None
     one_rank_only = predict.core_share(configs.iloc[:1], _SETUP, world=3, cores=2)
-    assert one_rank_only.carried is None
+    assert one_rank_only.carried is None and one_rank_only.measured_world is None
     assert (one_rank_only.scale, *one_rank_only.bounds) == pytest.approx((1.5, 1.5, 1.5))
+    wide_only = predict.core_share(configs.iloc[1:], _SETUP, world=4, cores=2)  # h6's w4: local at 4, none at 1
+    assert (wide_only.carried, wide_only.measured_world, wide_only.scale) == (None, 2, 2.0)
+
+
+def test_a_floor_says_which_step_the_run_lacks_to_measure_the_sharing():
+    """h6's w4 run measured local at 4 ranks and none at one: its floor said "the run measured its baseline at no
+    world size ≥ 2" and pointed at bench --gpus 2, which it had run; it lacked the one-rank step."""
+    from harness.commands.console.predict import shared_cores
+
+    configs = pd.DataFrame([_config("l1", "local", None, 28.0, world=1), _config("l4", "local", None, 90.0, world=4)])
+    wide_only = shared_cores.share_words(predict.core_share(configs.iloc[1:], _SETUP, world=4, cores=2))
+    assert "the run needs its baseline at one rank and at a world size ≥ 2; it has none at one rank)" in wide_only
+    one_rank_only = shared_cores.share_words(predict.core_share(configs.iloc[:1], _SETUP, world=4, cores=2))
+    assert "at a world size ≥ 2; it has none at a world size ≥ 2)" in one_rank_only
 
 
 def test_a_forecast_where_ranks_share_cores_is_slowed_and_judged_inside_or_outside_its_range():

@@ -12,8 +12,10 @@ def share_words(share) -> str:
     sharing = f"{share.world} ranks share {share.cores} cores"
     floor = f"×{share.floor:.3g} (ranks / cores: each rank's share of a core)"
     if share.carried is None:
-        return (f"{sharing}: compute slowed {floor}, the least it can be: a floor, not a step (the run measured "
-                "its baseline at no world size ≥ 2 to see how much more ranks sharing memory slow it)")  # fmt: skip
+        missing = "one rank" if share.measured_world else "a world size ≥ 2"
+        return (f"{sharing}: compute slowed {floor}, the least it can be: a floor, not a step (to see how much more "
+                "ranks sharing memory slow it, the run needs its baseline at one rank and at a world size ≥ 2; it "
+                f"has none at {missing})")  # fmt: skip
     further = share.world / max(share.measured_world, share.cores)
     carried = f" × {further:.3g} (ranks per core beyond it)" if further != 1 else ""
     return (f"{sharing}: compute slowed ×{share.carried:.3g}, measured: the run's baseline at "
@@ -43,9 +45,10 @@ def say(share, frame) -> None:
     console.say(f"  w{share.world}: {share_words(share)}")
     if share.carried is None:
         best = frame["step_ms"].min()
+        bench = "--gpus 1 (its one-rank step)" if share.measured_world else "--gpus 2"
         console.warning(f"w{share.world}: each step above is a floor: the step is at least {best:.2f} ms at its "
                         f"best cap, more by what {share.world} ranks sharing memory bandwidth cost; bench "
-                        "--gpus 2 measures that")  # fmt: skip
+                        f"{bench} measures that")  # fmt: skip
 
 
 def range_words(row) -> str:
