@@ -546,7 +546,7 @@ def test_a_forecast_is_held_against_a_later_runs_steps_not_its_own():
     """predict --against: the forecast is calibrated on the first run's one-rank rows and checked against the later
     run's DDP rows at world size ≥ 2 alone: the first run's own w2 step (99 ms) and the later run's baseline are not
     read; a later stock as shipped is checked as shipped."""
-    from harness.commands.console.predict.against import forecast_rows
+    from harness.commands.console.predict.own_host import forecast_rows
 
     old = pd.DataFrame([_config("l1", "local", None, 28.0, world=1), _config("s1", "stock", 100.0, 32.0, world=1),
                         _config("s2", "stock", 100.0, 99.0)])  # fmt: skip
@@ -780,12 +780,12 @@ def test_ranks_beyond_the_cores_slow_the_compute_by_the_runs_own_slowdown_else_b
 def test_a_floor_says_which_step_the_run_lacks_to_measure_the_sharing():
     """h6's w4 run measured local at 4 ranks and none at one: its floor said "the run measured its baseline at no
     world size ≥ 2" and pointed at bench --gpus 2, which it had run; it lacked the one-rank step."""
-    from harness.commands.console.predict import shared_cores
+    from harness.commands.console.predict import own_host
 
     configs = pd.DataFrame([_config("l1", "local", None, 28.0, world=1), _config("l4", "local", None, 90.0, world=4)])
-    wide_only = shared_cores.share_words(predict.core_share(configs.iloc[1:], _SETUP, world=4, cores=2))
+    wide_only = own_host.share_words(predict.core_share(configs.iloc[1:], _SETUP, world=4, cores=2))
     assert "the run needs its baseline at one rank and at a world size ≥ 2; it has none at one rank)" in wide_only
-    one_rank_only = shared_cores.share_words(predict.core_share(configs.iloc[:1], _SETUP, world=4, cores=2))
+    one_rank_only = own_host.share_words(predict.core_share(configs.iloc[:1], _SETUP, world=4, cores=2))
     assert "at a world size ≥ 2; it has none at a world size ≥ 2)" in one_rank_only
 
 
@@ -793,8 +793,8 @@ def test_a_forecast_where_ranks_share_cores_is_slowed_and_judged_inside_or_outsi
     """predict --against with the forecast's run on 1 core: its w3 forecast is priced at the carried slowdown (local
     at w2 over w1: 42 / 28 = 1.5, times 3 ranks per core beyond 2 = 1.5: 2.25×), its range between that step and the
     3-ranks-a-core floor's (3×), the measured step said inside or outside; a rank to a core has no range."""
-    from harness.commands.console.predict import shared_cores
-    from harness.commands.console.predict.against import forecast_rows
+    from harness.commands.console.predict import own_host
+    from harness.commands.console.predict.own_host import forecast_rows
 
     old = pd.DataFrame([_config("l1", "local", None, 28.0, world=1), _config("s1", "stock", None, 32.0, world=1),
                         _config("l2", "local", None, 42.0)])  # fmt: skip
@@ -802,10 +802,10 @@ def test_a_forecast_where_ranks_share_cores_is_slowed_and_judged_inside_or_outsi
     network = net.given_network(busbw_bytes_per_s=MB / 1e-3, latency_s=0.0)
     (plain,) = forecast_rows(old, _PROFILE_ROWS, later, network)
     (slowed,) = forecast_rows(old, _PROFILE_ROWS, later, network, cores=1)
-    assert "core_share" not in plain and shared_cores.range_words(plain).startswith("no range")
+    assert "core_share" not in plain and own_host.range_words(plain).startswith("no range")
     assert (slowed["core_share"].scale, *slowed["core_share"].bounds) == pytest.approx((2.25, 2.25, 3.0))
     assert slowed["forecast_ms"] > 2 * plain["forecast_ms"]  # compute is most of this step: 2.25× of it
     assert slowed["low_ms"] == pytest.approx(slowed["forecast_ms"]) and slowed["high_ms"] > slowed["low_ms"] * 1.2
     middle = (slowed["low_ms"] + slowed["high_ms"]) / 2
-    assert shared_cores.range_words({**slowed, "measured_ms": middle}).endswith("measured inside")
-    assert shared_cores.range_words({**slowed, "measured_ms": slowed["high_ms"] * 1.01}).endswith("measured outside")
+    assert own_host.range_words({**slowed, "measured_ms": middle}).endswith("measured inside")
+    assert own_host.range_words({**slowed, "measured_ms": slowed["high_ms"] * 1.01}).endswith("measured outside")

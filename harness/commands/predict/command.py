@@ -11,7 +11,7 @@ from typing import Any, NamedTuple
 
 from harness.commands import console
 from harness.commands.console import invoked, predictions
-from harness.commands.console.predict import against, shared_cores
+from harness.commands.console.predict import own_host
 from harness.commands.console.progress import Status
 from harness.commands.predict import bookings, cluster, counts, each_cluster, full_size, gradient_profile, inputs
 from harness.config.bench import SIZE_CHOICES, ConfigError, HereDevice
@@ -63,7 +63,7 @@ def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
     # the run and each cluster named refused before torch's import (2 to 6 s), and the cluster before a profile is
     # measured (a minute on a busy CPU); everything about the run before a word about the cluster
     run_dir = inputs.resolve(args.run, args.results_dir) if args.run else None
-    later = against.against_run(args)  # None: no --against
+    later = own_host.against_run(args)  # None: no --against
     if len(args.clusters) == 1 and args.clusters[0]:  # one profile ([None]: --nccl-tests alone; several: read)
         chosen = profiles.load(args.clusters[0])
         if args.gpus and not counts.is_collective_table(args):  # a count that fits no node: before a profile
@@ -98,15 +98,15 @@ def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
     for world in worlds:
         link = network_link(network, world)
         measured = network.contention.get(world)  # None: not measured, predicted without contention
-        share = shared_cores.share_at(run_dir, basis.setup, world)  # None: a rank to a core, or no run
+        share = own_host.share_at(run_dir, basis.setup, world)  # None: a rank to a core, or no run
         slowed = with_shared_cores(profile, share)
         frame = predict_caps(slowed, caps_mb=caps, link=link, world_size=world, contention=measured or NO_CONTENTION)
-        frame = with_sharded_steps(shared_cores.against_one_rank(frame, profile), slowed, network, world_size=world,
+        frame = with_sharded_steps(own_host.against_one_rank(frame, profile), slowed, network, world_size=world,
                                    fsdp_profile=with_shared_cores(basis.fsdp_profile, share),
                                    fsdp_own_s=basis.fsdp_own_s, blocking=profiled_on == "cpu",
                                    zero_own_s=basis.zero_own_s)  # fmt: skip
         predictions.predict_table(frame, world=world, link=link, contention=measured)
-        shared_cores.say(share, frame)
+        own_host.say_shared_cores(share, frame)
         counts.warn_if_extrapolated(link, largest_bucket_bytes(profile, caps), world=world)
         if given is None:  # a fitted network: said where this world size is not one it was measured at
             counts.warn_unmeasured_world(network, world)
@@ -124,7 +124,7 @@ def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
     if run_dir is not None:
         _validate(run_dir.parent, run_dir, network, stored=given is None)
     if later is not None and later.resolve() != run_dir.resolve():  # the run's own: its validation said it
-        against.check(run_dir, later, network)
+        own_host.check(run_dir, later, network)
     return 0
 
 
@@ -311,7 +311,7 @@ def _validate(results_dir: Path, run_dir: Path, network, *, stored: bool) -> Non
     predictions.fsdp_validation(fsdp.run_checks(configs, profiles, network, cores=cores))
     if not rows:  # its DDP steps as shipped are still a check of the schedule: the forecast held against them
         predictions.no_validation()
-        against.check(run_dir, run_dir, network, said_if_none=False)
+        own_host.check(run_dir, run_dir, network, said_if_none=False)
         return
     recommendations = store.read_recommendations(run_dir)
     for (workload, size, world), group in pd.DataFrame(rows).groupby(["workload", "size", "world_size"]):

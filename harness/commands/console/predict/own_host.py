@@ -1,4 +1,10 @@
-"""`predict --run OLD --against NEW`: the forecast OLD gives held against NEW's measured steps, per configuration of
+"""What `predict --run` says of a forecast for the run's own host.
+
+Where a world size's ranks outnumber the cores the run's ranks had: the compute slowed
+(`perfmodel.predict.core_share`), by the run's own measured slowdown or, unmeasured, by ranks / cores alone, and
+whether the step priced is a step or only a floor.
+
+`predict --run OLD --against NEW`: the forecast OLD gives held against NEW's measured steps, per configuration of
 DDP as the model simulates it: the step `predict --run OLD --gpus N` says at that cap (calibrated on OLD's one-rank
 rows, with the collectives run's contention where it measured that world size, its compute slowed where the ranks
 outnumber OLD's cores), NEW's measured step, the error, and whether the step fell inside the range the shared
@@ -8,8 +14,62 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from harness.commands import console
 from harness.commands.console import say
-from harness.commands.console.predict import shared_cores
+
+
+def share_words(share) -> str:
+    """How the compute was slowed for `share`'s ranks on its cores, and by what measurement (or none)."""
+    sharing = f"{share.world} ranks share {share.cores} cores"
+    floor = f"×{share.floor:.3g} (ranks / cores: each rank's share of a core)"
+    if share.carried is None:
+        missing = "one rank" if share.measured_world else "a world size ≥ 2"
+        return (f"{sharing}: compute slowed {floor}, the least it can be: a floor, not a step (to see how much more "
+                "ranks sharing memory slow it, the run needs its baseline at one rank and at a world size ≥ 2; it "
+                f"has none at {missing})")  # fmt: skip
+    further = share.world / max(share.measured_world, share.cores)
+    carried = f" × {further:.3g} (ranks per core beyond it)" if further != 1 else ""
+    return (f"{sharing}: compute slowed ×{share.carried:.3g}, measured: the run's baseline at "
+            f"w{share.measured_world} over its one-rank step (×{share.measured_ratio:.3g}){carried}; "
+            f"{floor} alone would be the floor")  # fmt: skip
+
+
+def share_at(run_dir, setup: dict, world: int):
+    """The core share of `world` ranks on the cores `run_dir`'s ranks had (None: no run, or a rank to a core)."""
+    from harness.perfmodel import predict
+    from harness.results import store
+
+    if run_dir is None:
+        return None
+    return predict.core_share(store.read_configs(run_dir), setup, world=world, cores=predict.run_cores(run_dir))
+
+
+def against_one_rank(frame, profile):
+    """The frame's scaling efficiencies against the one-rank step `profile` prices, not the slowed compute's."""
+    return frame.assign(scaling_efficiency=profile.local_step_s * 1e3 / frame["step_ms"])
+
+
+def say_shared_cores(share, frame) -> None:
+    """Said under the world size's table: how its compute was slowed and, unmeasured, that its steps are floors."""
+    if share is None:
+        return
+    console.say(f"  w{share.world}: {share_words(share)}")
+    if share.carried is None:
+        best = frame["step_ms"].min()
+        bench = "--gpus 1 (its one-rank step)" if share.measured_world else "--gpus 2"
+        console.warning(f"w{share.world}: each step above is a floor: the step is at least {best:.2f} ms at its "
+                        f"best cap, more by what {share.world} ranks sharing memory bandwidth cost; bench "
+                        f"{bench} measures that")  # fmt: skip
+
+
+def range_words(row) -> str:
+    """--against's range verdict for one row: inside or outside the bounds the shared cores give, or no range."""
+    if "core_share" not in row:
+        return "no range: one rank to a core, the forecast is one step"
+    low, high, measured = row["low_ms"], row["high_ms"], row["measured_ms"]
+    inside = "inside" if low <= measured <= high else "outside"
+    ends = "between the ranks / cores floor's step and the measured slowdown's"
+    return f"range {low:.2f}-{high:.2f} ms ({ends}): measured {inside}"
 
 
 def forecast_rows(configs, profiles, later, network, *, cores: int | None = None) -> list[dict]:
@@ -51,9 +111,9 @@ def check(run_dir: Path, against_dir: Path, network, *, said_if_none: bool = Tru
         side = "forecast faster than measured" if r["error"] < 0 else "forecast slower than measured"
         say(f"  w{r['world_size']} {r['workload']}/{r['size']} {r['impl']} {cap}: forecast {r['forecast_ms']:.2f} "
             f"ms, measured {r['measured_ms']:.2f} ms, error {r['error']:+.1%} ({side}); "
-            f"{shared_cores.range_words(r)} [{r['network']}]")  # fmt: skip
+            f"{range_words(r)} [{r['network']}]")  # fmt: skip
         if "core_share" in r:
-            say(f"    {shared_cores.share_words(r['core_share'])}")
+            say(f"    {share_words(r['core_share'])}")
     mape = sum(abs(r["error"]) for r in rows) / len(rows)
     ranged = [r for r in rows if "core_share" in r]
     inside = sum(r["low_ms"] <= r["measured_ms"] <= r["high_ms"] for r in ranged)
