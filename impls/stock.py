@@ -86,10 +86,16 @@ class DDPOptions:
         return not self.gradient_as_bucket_view  # the gradients are the buckets: zero them in place
 
     def timeline_cost(self) -> str | None:
-        return TIMED_HOOK_COST if self.comm_hook == "none" else WRAPPED_HOOK_COST.format(hook=self.comm_hook)
+        hook = self._hook_name()
+        return TIMED_HOOK_COST if hook == "none" else WRAPPED_HOOK_COST.format(hook=hook)
 
     def timeline_caveat(self, device: str) -> str | None:
-        return CASTS_IN_FLIGHT.format(hook=self.comm_hook) if self.comm_hook in ("fp16", "bf16") else None
+        hook = self._hook_name()
+        return CASTS_IN_FLIGHT.format(hook=hook) if hook in ("fp16", "bf16") else None
+
+    def _hook_name(self) -> str:
+        """The compression hook, where the strategy has the option (stock); ZeRO's DDP runs none."""
+        return getattr(self, "comm_hook", "none")
 
 
 TIMED_HOOK_COST = (

@@ -339,6 +339,11 @@ def test_strategy_follows_the_protocol_and_documents_every_option(strategy):
     assert isinstance(impls.create(strategy), Strategy)
     undocumented = [name for name, option in impls.entry(strategy).options().items() if not option.doc]
     assert not undocumented, f"{strategy} options without a doc (harness.protocols.option): {undocumented}"
+    # what a rank asks of every strategy it times (zero shares stock's DDP options but has no comm_hook: asking
+    # raised an AttributeError on every zero row once the notes read the hook)
+    strategy_at_defaults = impls.create(strategy)
+    for said in (strategy_at_defaults.timeline_cost(), strategy_at_defaults.timeline_caveat("cpu")):
+        assert said is None or isinstance(said, str), (strategy, said)
 
 
 def test_dataparallel_is_skipped_on_a_cpu_machine_with_its_reason():
