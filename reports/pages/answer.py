@@ -206,12 +206,13 @@ def _one_node_world(rows: pd.DataFrame) -> int | None:
     return int(rows["world_size"].max()) if one_node and len(rows) else None
 
 
-def sweep_command(configs: pd.DataFrame, meta: dict, workload: str, *, program: str = NAME) -> str:
+def sweep_command(configs: pd.DataFrame, meta: dict, workload: str | list[str], *, program: str = NAME) -> str:
     """`ddpbench bench --impls stock --workloads W --size S --gpus N --bucket-cap-mb 1,…,100 [--results DIR]`: the
-    bench that sweeps the cap of a run that swept none, for its workload, size and GPUs (the page's and the console's
-    answer both point to it)."""
-    mine = configs[configs["workload"] == workload]
-    spec = ((meta.get("workloads") or {}).get(workload) or {}).get("spec") or workload
+    bench that sweeps the cap of a run that swept none, for its workload (or workloads of one size: one bench for
+    them all), size and GPUs (the page's and the console's answer both point to it)."""
+    names = [workload] if isinstance(workload, str) else list(workload)
+    mine = configs[configs["workload"].isin(names)]
+    spec = ",".join(((meta.get("workloads") or {}).get(name) or {}).get("spec") or name for name in names)
     sizes = mine["size"].dropna() if "size" in mine else pd.Series(dtype=object)
     gpus = (meta.get("config") or {}).get("gpus") or _one_node_world(mine)  # a run.json without its config
     gpus = max(gpus, 2) if gpus else None  # at one rank no cap is judged (sweep.sweeps): the sweep needs two

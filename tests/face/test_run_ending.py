@@ -60,6 +60,21 @@ def test_a_run_without_a_cap_sweep_says_before_its_answer_which_bench_sweeps_one
     assert ending.cap_line(swept, "ddpbench") == ""
 
 
+def test_workloads_that_ran_one_cap_at_one_size_get_one_bench_that_sweeps_them_all(tmp_path, monkeypatch):
+    """A fresh clone's run of three workloads said "DDP ran its default, 25 MiB, …: CMD; DDP ran its default …: CMD;
+    …" three times over: workloads alike in cap and size share one line and one bench."""
+    from harness.results import store
+
+    run = tmp_path / "cpu_run"
+    shutil.copytree(DATA / "cpu_run", run)
+    configs = store.read_configs(run)
+    two = pd.concat([configs, configs.assign(workload="gpt2")], ignore_index=True)
+    monkeypatch.setattr(store, "read_configs", lambda folder: two)
+    line = ending.cap_line(run, "ddpbench")
+    assert line.count("DDP ran its default") == 1, line
+    assert "--workloads mlp,gpt2 --size tiny --gpus 2 --bucket-cap-mb 1,5,10,25,50,100" in line, line
+
+
 def test_a_run_with_no_strategy_to_deploy_measured_has_no_answer_yet(tmp_path, monkeypatch):
     from harness.results import store
     from reports.pages import index

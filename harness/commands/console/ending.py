@@ -46,6 +46,10 @@ def cap_line(run: Path, program: str) -> str:
     meta = {**meta, "results_folder": str(Path(run).parent)}
     configs, swept = store.read_configs(run), store.read_recommendations(run)
     unswept = [name for name in configs["workload"].dropna().unique() if answer.unswept(configs, swept, name)]
-    said = [f"{answer.caps_ran(configs, name)}: {answer.sweep_command(configs, meta, name, program=program)}"
-            for name in unswept]  # fmt: skip
+    alike: dict[tuple, list[str]] = {}  # workloads that ran the same caps at one size: one bench sweeps them all
+    for name in unswept:
+        sizes = tuple(sorted(configs.loc[configs["workload"] == name, "size"].dropna().unique()))
+        alike.setdefault((answer.caps_ran(configs, name), sizes), []).append(name)
+    said = [f"{caps}: {answer.sweep_command(configs, meta, names, program=program)}"
+            for (caps, _), names in alike.items()]  # fmt: skip
     return f"no bucket cap swept ({'; '.join(said)} sweeps it until each cap's verdict is decided)" if said else ""
