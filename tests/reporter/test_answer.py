@@ -469,6 +469,12 @@ def test_a_run_without_a_sweep_says_why_the_answer_names_no_cap_and_the_bench_th
     one_rank = dataclasses.replace(run, configs=run.configs[run.configs["world_size"] == 1])
     # a run of one rank (--gpus 1): its --gpus 1 would sweep caps that no verdict judges (one rank sends nothing)
     assert "--gpus 2 --bucket-cap-mb" in answer.no_sweep_note(one_rank, "mlp")
+    # caps given at one rank only: "swept none (it ran at 1, 5 MiB only)" read as a contradiction; it says why
+    caps = one_rank.configs.assign(
+        bucket_cap_mb=[1.0, 5.0] * (len(one_rank.configs) // 2) + [1.0] * (len(one_rank.configs) % 2)
+    )
+    at_one = answer.no_sweep_note(dataclasses.replace(one_rank, configs=caps), "mlp")
+    assert "(it ran 1, 5 MiB at one rank only, where no cap is judged: a cap's cost is its communication)" in at_one
     swept = site.read_run(DATA / "bucket_sweep", pages=tmp_path)
     said = answer.answer_section(swept, ["mlp"])
     assert "<th>bucket cap to use</th>" in said and "No bucket cap to use" not in said
