@@ -5,6 +5,7 @@ lacks, a missing profile of a run made on another device, which of several setup
 from __future__ import annotations
 
 import html
+import json
 import re
 import shutil
 from pathlib import Path
@@ -726,6 +727,13 @@ def test_predict_against_a_later_run_says_each_configuration_forecast_measured_a
     assert said_measured == pytest.approx(measured, abs=0.005)
     assert error == pytest.approx((forecast / said_measured - 1) * 100, abs=0.06)
     assert "no range: one rank to a core, the forecast is one step" in check and "no range stated" in check
+    assert "another machine" not in capsys.readouterr().err  # the copy ran where cpu_run ran
+    meta = json.loads((later / "run.json").read_text())
+    meta["environment"]["hostname"] = "other"
+    (later / "run.json").write_text(json.dumps(meta))
+    assert cli.main(["predict", "--run", "cpu_run", "--results", str(tmp_path), "--busbw", "1GB/s",
+                     "--against", str(later)]) == 0  # fmt: skip
+    assert "ran on another machine than run cpu_run (hostname other, not golden)" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("args", [["--against", "cpu_run"], ["--run", "cpu_run", "--against", "nope"],

@@ -103,6 +103,10 @@ def check(run_dir: Path, against_dir: Path, network, *, said_if_none: bool = Tru
             "against")  # fmt: skip
     if not rows:
         return
+    elsewhere = other_machine(run_dir, against_dir)
+    if elsewhere:
+        console.warning(f"--against {new} ran on another machine than run {old} ({elsewhere}): the forecast is for "
+                        f"{old}'s, so each error below holds the machines' difference too")  # fmt: skip
     say(f"forecast check: run {old}'s forecast (the step predict --run {old} --gpus N prices at that cap) against run "
         f"{new}'s measured step (the slowest rank's median over its measured steps, geometric mean over repeats); "
         "error = forecast / measured − 1:")  # fmt: skip
@@ -121,6 +125,23 @@ def check(run_dir: Path, against_dir: Path, network, *, said_if_none: bool = Tru
     say(f"  mean absolute error {mape:.1%} over {len(rows)}; {judged} (a range only where ranks share cores: at a "
         "rank to a core the forecast is one step, and the run's repeats give it no spread); ZeRO-1's and FSDP2's "
         "forecasts are not checked here")  # fmt: skip
+
+
+MACHINE_KEYS = ("hostname", "cpu_model", "cpu_count", "gpu_name", "gpu_count")
+"""What run.json's environment says of the machine: a forecast is held against a run on the same one."""
+
+
+def other_machine(run_dir: Path, against_dir: Path) -> str:
+    """How the two runs' machines differ, as 'hostname golden, not other; …' ('' where alike, or unrecorded)."""
+    from harness.results import store
+
+    def machine(run: Path) -> dict:
+        meta = store.read_run_meta(run)
+        return {"device": meta.get("device"), **{k: (meta.get("environment") or {}).get(k) for k in MACHINE_KEYS}}
+
+    ours, theirs = machine(run_dir), machine(against_dir)
+    return "; ".join(f"{key} {theirs[key]}, not {ours[key]}" for key in ours
+                     if ours[key] is not None and theirs[key] is not None and ours[key] != theirs[key])  # fmt: skip
 
 
 def against_run(args) -> Path | None:
