@@ -206,8 +206,9 @@ def _chance_any_of(last: int, steps: int, world: int) -> float:
 
 UNTOLD_NEXT = (
     ": a quieter machine would tell (on a busy one, ranks that wait in collectives get the cores back sooner than"
-    " the baseline's, which never wait), with 5 repeats or more (--repeats 5: each launch runs the configurations in"
-    " another order, and this sentence speaks of the median launch)"
+    " the baseline's, which never wait), with 6 repeats or more (--repeats 6: launches run in pairs, an order then"
+    " its reverse, so at an even count every configuration's mean place is the middle; this sentence speaks of the"
+    " median launch)"
 )
 """What would tell the cost of a configuration faster than the baseline though it communicates (`why.sentence`,
 `offset_line`): one launch a configuration on a busy CPU read bucketed's step 0.53-1.56x local's (mlp/small, 2

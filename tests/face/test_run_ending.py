@@ -27,7 +27,7 @@ def test_rows_faster_than_local_though_exposed_are_said_in_one_line_with_their_r
     assert line.startswith("naive and flat at 2 ranks run at 0.45–0.94× local's mean step, though 149–369 ms")
     assert "cannot tell what data parallelism costs them" in line
     # and what would tell it: one launch a side on a busy CPU read bucketed 0.53-1.56x local's step
-    assert "a quieter machine would tell" in line and "--repeats 5" in line
+    assert "a quieter machine would tell" in line and "--repeats 6" in line
     single = why.sentence({**rows[0], "workload": "mlp"})
     assert single.endswith(line.split("costs them", 1)[1]), single  # one configuration alone is told the same
 
