@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from harness.perfmodel.clusters import nccl
 from harness.perfmodel.clusters.cluster import Cluster
 from harness.perfmodel.clusters.nccl import ALGORITHM_NAMES
 from harness.results.values import ms_text
@@ -37,27 +38,22 @@ def _between(cluster: Cluster, busbw_gbps: float) -> Bound:
     return Bound(f"the {nics}{cluster.nic_gbps:g} Gb/s between nodes", busbw_gbps, note=twice)
 
 
-def _inside(cluster: Cluster) -> Bound:
-    return Bound(f"the node's {FABRICS.get(cluster.fabric, cluster.fabric)}", cluster.intra_busbw_gbps)
-
-
-def _lower(one: Bound, other: Bound) -> Bound:
-    """The slower of two levels, the faster said beside it."""
-    low, high = (one, other) if one.busbw_gbps <= other.busbw_gbps else (other, one)
-    return dataclasses.replace(low, beside=f"{high.link} {high.busbw_gbps:g} GB/s{high.note}")
+def _level(cluster: Cluster, level: str, busbw_gbps: float) -> Bound:
+    if level == "inter":
+        return _between(cluster, busbw_gbps)
+    if level == "nvls":
+        return Bound("the node's NVSwitch (NVLS)", busbw_gbps)
+    return Bound(f"the node's {FABRICS.get(cluster.fabric, cluster.fabric)}", busbw_gbps)
 
 
 def bound(cluster: Cluster, algorithm: str, nodes: int) -> Bound:
     """The level whose bus bandwidth `algorithm` (NCCL's name: ring, tree, nvls, nvlstree) runs at on `nodes` nodes,
-    as nccl.bus_bandwidth takes it: a ring's or a tree's the slower of the node's fabric and, across nodes, the
-    network; NVLS the node's NVSwitch; NVLS-tree the slower of it and the network (twice the network at 2 nodes)."""
-    nvls = Bound("the node's NVSwitch (NVLS)", cluster.nvls_busbw_gbps)
-    if algorithm == "nvls":
-        return nvls
-    if algorithm == "nvlstree":
-        return _lower(nvls, _between(cluster, cluster.inter_busbw_gbps * (2 if nodes <= 2 else 1)))
-    inside = _inside(cluster)
-    return _lower(inside, _between(cluster, cluster.inter_busbw_gbps)) if nodes > 1 else inside
+    the slowest of those nccl.level_bandwidths gives (the ones nccl.bus_bandwidth starts from), the faster other
+    said beside it."""
+    levels = sorted((_level(cluster, level, gbps) for level, gbps in
+                     nccl.level_bandwidths(cluster, algorithm, nodes).items()), key=lambda b: b.busbw_gbps)  # fmt: skip
+    low, *higher = levels
+    return dataclasses.replace(low, beside="; ".join(f"{b.link} {b.busbw_gbps:g} GB/s{b.note}" for b in higher))
 
 
 def bound_words(link, sizes: list[float], world_size: int) -> str:

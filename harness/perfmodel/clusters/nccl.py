@@ -136,6 +136,18 @@ def allowed(cluster: Cluster, collective: str, nodes: int) -> list[tuple[str, st
     return pairs
 
 
+def level_bandwidths(cluster: Cluster, algorithm: str, nodes: int) -> dict[str, float]:
+    """The links `algorithm`'s busBw starts from, by level (GB/s): the slowest bounds it, before protocols and
+    per-channel caps lower it (`bus_bandwidth`; clusters.bound names the link). A ring's or a tree's: the node's
+    fabric ('intra') and, across nodes, the network ('inter'); NVLS the node's NVSwitch ('nvls'); NVLS-tree the
+    NVSwitch and the network, which carries twice at 2 nodes ("Handle 2 node case of NVLSTree")."""
+    if algorithm == "nvls":
+        return {"nvls": cluster.nvls_busbw_gbps}
+    if algorithm == "nvlstree":
+        return {"nvls": cluster.nvls_busbw_gbps, "inter": cluster.inter_busbw_gbps * (2 if nodes <= 2 else 1)}
+    return {"intra": cluster.intra_busbw_gbps, **({"inter": cluster.inter_busbw_gbps} if nodes > 1 else {})}
+
+
 def bus_bandwidth(cluster: Cluster, collective: str, algorithm: str, protocol: str, nodes: int) -> float:
     """NCCL's `busBw` for one algorithm × protocol (GB/s), before the bus-to-algorithm conversion.
 
@@ -143,13 +155,11 @@ def bus_bandwidth(cluster: Cluster, collective: str, algorithm: str, protocol: s
     measured peak of that level (the change said above); NCCL's refinements apply unchanged."""
     gen, index = cluster.generation, _node_index(nodes)
     channels = graph_channels(cluster, nodes)
-    inter = cluster.inter_busbw_gbps if nodes > 1 else math.inf
-    ring_bw = min(cluster.intra_busbw_gbps, inter)
+    ring_bw = min(level_bandwidths(cluster, algorithm, nodes).values())
     if algorithm == "nvls":
-        return cluster.nvls_busbw_gbps
-    if algorithm == "nvlstree":  # "Handle 2 node case of NVLSTree": the inter-node tree carries twice at 2 nodes
-        inter_bw = cluster.inter_busbw_gbps * (2 if nodes <= 2 else 1)
-        return min(cluster.nvls_busbw_gbps, inter_bw, PER_CHANNEL_NVLS_TREE[gen][index] * NVLS_CHANNELS)
+        return ring_bw
+    if algorithm == "nvlstree":
+        return min(ring_bw, PER_CHANNEL_NVLS_TREE[gen][index] * NVLS_CHANNELS)
     ll_max = LL_MAX_BW[gen][index] if nodes == 1 else LL_MAX_BW_NODES[cluster.cpu][index]
     bw = ring_bw
     if algorithm == "ring":
