@@ -235,6 +235,12 @@ def add_predict_parser(commands) -> None:
                          "your own currency, e.g. dgx-a100=1.8,dgx-h100=3.2): the bookings gain their cost a million "
                          "samples (a billion tokens) in those price units, and the cheapest is ranked by it instead "
                          "of the fewest GPU-hours")  # fmt: skip
+    predict.add_argument("--train-samples", metavar="N",
+                         help="with several --cluster: the samples your whole training run takes (100,000 steps "
+                         "at a global batch of 64: 6.4M; K, M, B a billion): each booking gains the hours that run "
+                         "takes on it (its steps there × its step, a range where the step is one) and, with "
+                         "--gpu-hour-price, what it costs (price × GPUs × hours), and the fastest is set against "
+                         "the cheapest: the hours it saves, what it costs more")  # fmt: skip
     predict.add_argument("--nccl-tests", nargs="+", metavar="FILE",
                          help="nccl-tests logs (text or -J JSON), or `ddpbench collectives` run folders, to fit the "
                          "profile's bandwidths to (the profile: --cluster, else the built-in of the logs' GPU); the "

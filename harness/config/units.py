@@ -148,3 +148,21 @@ def gpu_counts_on_nodes(gpus: list[int], nodes: list[int], *, per_node: int, clu
             raise ConfigError(f"--gpus {count}: {why}; give {within}a "
                               f"multiple of {per_node} (whole nodes: {per_node * 2}, {per_node * 4}, …)")  # fmt: skip
     return sorted({*gpus, *(n * per_node for n in nodes)})
+
+
+AMOUNT_SUFFIXES = {"": 1.0, "K": 1e3, "M": 1e6, "B": 1e9, "G": 1e9, "T": 1e12}
+"""A count's decimal suffixes (samples, not bytes: 6.4M is 6,400,000): K, M, B or G (a billion), T."""
+
+
+def parse_amount(text: str, *, flag: str, example: str) -> float:
+    """'6.4M' → 6,400,000.0: a number above 0 with an optional decimal suffix (AMOUNT_SUFFIXES, any case);
+    refused in one line naming `text` and the forms, with `example`."""
+    body, suffix = (text[:-1], text[-1].upper()) if text[-1:].isalpha() else (text, "")
+    try:
+        value = float(body) * AMOUNT_SUFFIXES[suffix]
+    except (KeyError, ValueError):
+        value = float("nan")
+    if not (math.isfinite(value) and value > 0):
+        raise ConfigError(f"{flag} {text!r} is not a count above 0; give a number, with K, M, B (a billion) or T "
+                          f"if you like, e.g. {example}")  # fmt: skip
+    return value

@@ -461,10 +461,15 @@ def test_without_a_step_the_clusters_estimates_are_one_command_that_compares_the
     ],
 )  # fmt: skip
 def test_a_bad_price_is_refused_in_one_line(tmp_path, capsys, cluster, prices, error):
+    _refused_in_one_line(tmp_path, capsys, cluster, ["--gpu-hour-price", prices], error)
+
+
+def _refused_in_one_line(tmp_path, capsys, cluster: str, flags: list[str], error: str) -> None:
+    """Bookings of `cluster` with `flags` refused: exit 2, one line naming `error`, nothing printed or written."""
     shutil.copytree(DATA / "cpu_run", tmp_path / "cpu_run")
     out = tmp_path / "x.csv"
     assert cli.main(["predict", "--run", "cpu_run", "--results", str(tmp_path), "--cluster", cluster,
-                     "--local-step-ms", "310", "--local-step-gpu", "a100-sxm4-80gb", "--gpu-hour-price", prices,
+                     "--local-step-ms", "310", "--local-step-gpu", "a100-sxm4-80gb", *flags,
                      "--out", str(out)]) == 2  # fmt: skip
     captured = capsys.readouterr()
     assert captured.out == "" and captured.err.count("\n") == 1 and error in captured.err
@@ -578,3 +583,50 @@ def test_fsdp_bf16_what_if_counts_the_gathers_and_the_unsharded_blocks_at_half_t
     assert "its all-gathers would assemble 7.0 GiB a step, not 14.0 GiB" in said
     assert "a rank would hold 4.5 GiB unsharded at its peak, not 8.0 GiB" in said
     assert "counted from the model, not measured" in said
+
+
+def test_a_whole_run_is_timed_and_costed_on_each_booking_and_the_fastest_set_against_the_cheapest(capsys):
+    """A manager asked how long 100,000 steps at a global batch of 64 take on each booking and what each costs: the
+    table gave a step and a cost a million samples, the multiplying theirs. --train-samples times the run on each
+    booking, its cost at the prices given in place of the cost a million samples, and the fastest's premium."""
+    from harness.commands.console.predict.bookings import compared
+    from harness.perfmodel.clusters.bookings import Booking
+
+    def booked(cluster, gpus, step_ms):
+        return Booking(cluster, gpus // 8, gpus, "stock", (), "", (step_ms,), False, (gpus * 2 / step_ms * 1e3,),
+                       (step_ms * 1e6 / 2 / 3.6e6,), batch=2)  # fmt: skip
+
+    bookings = [booked("dgx-a100", 8, 16.0), booked("dgx-h100", 8, 5.0), booked("dgx-h100", 32, 6.0)]
+    compared(bookings, tokens=False, ends=None, prices={"dgx-a100": 2.1, "dgx-h100": 3.9}, samples=6.4e6)
+    said = capsys.readouterr().out
+    header = said.splitlines()[1].split("  ")
+    assert "run h" in said.splitlines()[1] and "run cost" in said.splitlines()[1]
+    assert not any("price units per" in cell for cell in header)  # the run's cost in its place, not beside it
+    table, verdict = _comparison(said.replace("\n  run: ", "\n  a GPU's samples a step: "))
+    hours = {(row[0], row[1]): float(row[-3]) for row in table}  # run h, run cost, samples a step last
+    assert hours[("dgx-a100", "8")] == pytest.approx(400_000 * 0.016 / 3600, rel=5e-3)  # 6.4M / 16 a step
+    assert hours[("dgx-h100", "32")] == pytest.approx(100_000 * 0.006 / 3600, rel=5e-3)  # 6.4M / 64 a step
+    assert [float(row[-2]) for row in table] == pytest.approx(
+        [2.1 * 8 * hours[("dgx-a100", "8")], 3.9 * 8 * hours[("dgx-h100", "8")], 3.9 * 32 * hours[("dgx-h100", "32")]],
+        rel=5e-3,
+    )
+    assert "  run: 6.4M samples (--train-samples), 400,000 steps at 16 samples a step, 100,000 at 64; " in said
+    assert verdict.endswith(
+        "; the run of 6.4M samples: fastest dgx-h100 × 32 GPUs, 0.167 h for 20.8; cheapest "
+        "dgx-h100 × 8 GPUs, 0.556 h for 17.3: the fastest saves 0.389 h for 3.47 more (+20%)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("cluster", "samples", "error"),
+    [
+        ("dgx-a100,dgx-h100", "6.4X", "--train-samples '6.4X' is not a count above 0; give a number, with K, M, B"),
+        ("dgx-a100,dgx-h100", "0", "--train-samples '0' is not a count above 0"),
+        ("dgx-a100,dgx-h100", "1e999", "--train-samples '1e999' is not a count above 0"),
+        ("dgx-a100", "6.4M", "--train-samples '6.4M' with one cluster, 'dgx-a100': the whole run is timed on the "
+         "bookings of several"),
+        ("dgx-a100,dgx-a100", "6.4M", "--train-samples '6.4M' with one cluster, 'dgx-a100'"),
+    ],
+)  # fmt: skip
+def test_a_bad_run_length_is_refused_in_one_line(tmp_path, capsys, cluster, samples, error):
+    _refused_in_one_line(tmp_path, capsys, cluster, ["--train-samples", samples], error)

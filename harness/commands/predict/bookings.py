@@ -31,9 +31,11 @@ def cluster_names(args: argparse.Namespace) -> list[str | None]:
 
     args.gpu_hour_prices, args.cluster_nodes = None, None
     priced = getattr(args, "gpu_hour_price", None)
+    args.train_samples_count = _train_samples(args)
     if args.cluster is None or "," not in args.cluster:  # one: loaded, and refused, after the run (command.run)
         predict_input.check_cluster_file(args.cluster)
         _refuse_a_price_without_bookings(priced, [args.cluster] if args.cluster else [])
+        _refuse_a_run_without_bookings(args, [args.cluster] if args.cluster else [])
         _one_clusters_nodes(args, [args.cluster] if args.cluster else [])
         _one_clusters_values(args, args.cluster)
         return [args.cluster]
@@ -47,6 +49,7 @@ def cluster_names(args: argparse.Namespace) -> list[str | None]:
         predict_input.check_cluster_file(kept[0])
         profiles.load(kept[0])  # refused here, before the note that it is named twice
         _refuse_a_price_without_bookings(priced, kept)
+        _refuse_a_run_without_bookings(args, kept)
         _one_clusters_nodes(args, kept)
         _one_clusters_values(args, kept[0])
         args.cluster = kept[0]
@@ -155,6 +158,24 @@ def _refuse_a_price_without_bookings(priced: str | None, clusters: list) -> None
                           "--cluster dgx-a100,dgx-h100 (or leave the prices out)")  # fmt: skip
 
 
+def _train_samples(args: argparse.Namespace) -> float | None:
+    """--train-samples N: the whole run's samples, refused in one line where it is not a count above 0."""
+    from harness.config.units import parse_amount
+
+    given = getattr(args, "train_samples", None)
+    return None if given is None else parse_amount(given, flag="--train-samples", example=TRAIN_EXAMPLE)
+
+
+TRAIN_EXAMPLE = "6.4M (100,000 steps at a global batch of 64)"
+
+
+def _refuse_a_run_without_bookings(args: argparse.Namespace, clusters: list) -> None:
+    if getattr(args, "train_samples", None) is not None:
+        one = f"with one cluster, {clusters[0]!r}" if clusters else "without --cluster"
+        raise ConfigError(f"--train-samples {args.train_samples!r} {one}: the whole run is timed on the bookings of "
+                          "several; give several, --cluster dgx-a100,dgx-h100 (or leave it out)")  # fmt: skip
+
+
 def gpu_hour_prices(text: str, clusters: dict[str, str]) -> dict[str, float]:
     """--gpu-hour-price NAME=PRICE,…: a GPU-hour's price on each cluster of `clusters` ({as --cluster names it: its
     profile's name}; a price may name either), keyed by the profile's name; refused in one line where a name is not
@@ -248,13 +269,13 @@ def predict_each(args: argparse.Namespace, first, profile, caps: list[float], *,
             batch = (asked or int(setup["batch_size"])) if setup else None
             note = run_batch_caveat(batch, step_given=bool(args.local_step_ms), batch_given=bool(args.batch_size))
             bookings.compared(booked, tokens=tokens is not None, ends=ends, note=note, prices=args.gpu_hour_prices,
-                              gpus=gpus, far_below_peak=far)  # fmt: skip
+                              gpus=gpus, far_below_peak=far, samples=args.train_samples_count)  # fmt: skip
         elif several:  # no step: why no booking, once for every cluster
             from harness.commands.console.predict import steps
 
             steps.no_step(list(gpus), optimizer=(setup or {}).get("optimizer") or "sgd",
                           share=asked.optimizer_share,
-                          priced=bool(args.gpu_hour_prices))  # fmt: skip
+                          priced=bool(args.gpu_hour_prices), timed=bool(args.train_samples_count))  # fmt: skip
             estimate.say_estimates_compared(args, args.step_estimates)  # the side by side, one command away
     return 0
 

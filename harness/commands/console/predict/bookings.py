@@ -13,6 +13,7 @@ import re
 from harness.commands.console import say, say_once
 from harness.commands.console.predict.answer import book_cell
 from harness.commands.console.predict.scaling import FAR_BELOW_ASSUMED
+from harness.perfmodel.clusters import whole_run
 from harness.perfmodel.clusters.bookings import (
     COMM_BOUND,
     LEAD,
@@ -36,8 +37,10 @@ TEXT = ("cluster", "book")
 
 def compared(bookings: list[Booking], *, tokens: bool, ends: tuple[str, str] | None, note: str = "",
              prices: dict[str, float] | None = None, gpus: dict[str, str] | None = None,
-             far_below_peak: bool = False) -> str:  # fmt: skip
-    """Say the table, `note` under it, and the verdict line; the verdict returned. `ends`: the two ends' names
+             far_below_peak: bool = False, samples: float | None = None) -> str:  # fmt: skip
+    """Say the table, `note` under it, and the verdict line; the verdict returned. `samples`: the whole run's
+    (--train-samples), timed (and at `prices`, costed) on each booking in its own columns, in place of the cost a
+    million samples, and the fastest set against the cheapest in the verdict (`run_words`). `ends`: the two ends' names
     (compute-bound, memory-bound) where a step is bounded on some cluster, None where every step is a cluster's own
     GPU's; `note`: what the throughput and GPU-hours rest on (answer.run_batch_caveat); `prices`: a GPU-hour's price
     on each cluster (--gpu-hour-price), a cost column and the cheapest ranked by it; `gpus`: each cluster's
@@ -48,10 +51,13 @@ def compared(bookings: list[Booking], *, tokens: bool, ends: tuple[str, str] | N
     bound = any(b.comm_share == b.comm_share for b in bookings if b.fits)  # the picks' exposed communication known
     header = ("cluster", "GPUs", "nodes", "book", "step ms", *(("peak GiB a rank",) if peaks else ()),
               *(("bound: exposed comm",) if bound else ()), f"{unit}/s", f"GPU-h per {cost_unit(tokens)}")  # fmt: skip
-    header += (f"price units per {cost_unit(tokens)}",) if prices else ()
+    runs = {id(run.booking): run for run in whole_run.of_bookings(bookings, samples, prices)} if samples else {}
+    header += (f"price units per {cost_unit(tokens)}",) if prices and not samples else ()
+    header += (*(("run h",) if samples else ()), *(("run cost",) if samples and prices else ()))
     unlike = len({b.gpus * b.batch for b in bookings}) > 1 and all(b.batch for b in bookings)
     header += ("samples a step",) if unlike else ()  # all GPUs' together, where a booking's differs from another's
-    table = [header, *((*_cells(b, prices, ends, peaks=peaks, bound=bound),
+    table = [header, *((*_cells(b, None if samples else prices, ends, peaks=peaks, bound=bound),
+                        *(_run_cells(runs.get(id(b)), b.at_least, prices=bool(prices)) if samples else ()),
                         *([f"{b.gpus * b.batch:,}"] if unlike else [])) for b in bookings)]  # fmt: skip
     widths = [max(len(row[k]) for row in table) for k in range(len(header))]
     right = [k for k, name in enumerate(header) if name not in TEXT]
@@ -63,10 +69,14 @@ def compared(bookings: list[Booking], *, tokens: bool, ends: tuple[str, str] | N
         say("  " + "  ".join(cells).rstrip())
     if note:  # said once: where an answer table above said it already, not again
         say_once(f"  {note}")
+    if samples:
+        say(f"  {run_legend(list(runs.values()), samples, priced=bool(prices))}")
     if contrast := caps_contrast(bookings):
         say(f"  {contrast}")
     verdict = verdict_words(bookings, tokens=tokens, ends=ends, prices=prices, gpus=gpus,
                             far_below_peak=far_below_peak)  # fmt: skip
+    if samples and (said := run_words(bookings, list(runs.values()), samples, prices)):
+        verdict += f"; {said}"
     say(f"ddpbench predict: {verdict}")
     return verdict
 
@@ -143,6 +153,72 @@ def _cells(b: Booking, prices: dict[str, float] | None, ends: tuple[str, str] | 
     return (b.cluster, str(b.gpus), str(b.nodes), book, mark + _span(b.step_ms, lambda v: f"{v:.4g}"), *peak,
             *((bound_cell(b),) if bound else ()), ("≤" if b.at_least else "") + _span(b.per_s, _counted),
             mark + _span(b.gpu_hours, _counted), *cost)  # fmt: skip
+
+
+def _run_cells(run: whole_run.WholeRun | None, at_least: bool, *, prices: bool) -> tuple[str, ...]:
+    """A booking's whole run: its hours and, at the prices given, its cost ('' where it has none: nothing fits)."""
+    if run is None:
+        return ("", "") if prices else ("",)
+    mark = "≥" if at_least else ""
+    return mark + _span(run.hours, _counted), *((mark + _span(run.cost, _counted),) if prices else ())
+
+
+def run_legend(runs: list[whole_run.WholeRun], samples: float, *, priced: bool) -> str:
+    """'run: 6.4M samples (--train-samples), 400,000 steps at 16 samples a step, 100,000 at 64; run h: those steps ×
+    the step; run cost: your GPU-hour price × GPUs × run h': what the run's columns count, and from what."""
+    steps = dict(sorted({run.booking.gpus * run.booking.batch: run.steps for run in runs}.items()))
+    each = ", ".join(f"{_counted(n)} {'steps ' if k == 0 else ''}at {size:,}{' samples a step' if k == 0 else ''}"
+                     for k, (size, n) in enumerate(steps.items()))  # fmt: skip
+    cost = "; run cost: your GPU-hour price × GPUs × run h" if priced else ""
+    return (
+        f"run: {amount_text(samples)} samples (--train-samples), {each}; run h: those steps × the step (the steps "
+        f"alone: no start-up, checkpoints or evaluation), as sure as it (≥: at least, a full-size floor under "
+        f"the step){cost}"
+    )
+
+
+def run_words(bookings: list[Booking], runs: list[whole_run.WholeRun], samples: float,
+              prices: dict[str, float] | None) -> str:  # fmt: skip
+    """'the run of 6.4M samples: fastest dgx-h100 × 32 GPUs, ≥0.168 h for ≥20.9; cheapest dgx-h100 × 8 GPUs, ≥0.58
+    h for ≥18.1: the fastest saves ≥0.41 h for ≥2.8 more (+15%)': the run's figures of the fastest and the cheapest
+    (the fewest GPU-hours without prices, its extra in GPU-hours), each where its ranking is decided; '' where the
+    fastest is open."""
+    by_id = {id(run.booking): run for run in runs}
+    second = cheapest(bookings, prices) if prices else fewest_gpu_hours(bookings)
+    ranked = [(fastest(bookings), lambda run: run.hours[0]), (second, lambda run: (run.cost or run.gpu_hours)[0])]
+    known = [r.decided and bool(r.best) and all(id(b) in by_id for b in r.best) for r, _ in ranked]
+    if not known[0]:
+        return ""
+    fast, cheap = (min((by_id[id(b)] for b in r.best), key=key) if ok else None
+                   for (r, key), ok in zip(ranked, known, strict=True))  # fmt: skip
+    unit, least = ("", "cheapest") if prices else (" GPU-h", "fewest GPU-hours")
+
+    def figures(run: whole_run.WholeRun) -> str:
+        mark = "≥" if run.booking.at_least else ""
+        spent = f"{mark}{_span(run.cost, _counted)}" if prices else f"{mark}{_span(run.gpu_hours, _counted)} GPU-h"
+        return f"{_named([run.booking])}, {mark}{_span(run.hours, _counted)} h for {spent}"
+
+    said = f"the run of {amount_text(samples)} samples: fastest {figures(fast)}"
+    if cheap is None:
+        return f"{said}; the {least} open (above): each booking's run is in the table"
+    if fast is cheap:
+        return f"{said}, also the {least}"
+    more = whole_run.premium(fast, cheap)
+    share = "–".join(dict.fromkeys(f"{v:+.0%}" for v in more.extra_share))
+    floors = ", at their floors (the full size's: a difference, no bound)" * (fast.booking.at_least
+                                                                             or cheap.booking.at_least)  # fmt: skip
+    return (
+        f"{said}; {least} {figures(cheap)}: the fastest saves "
+        f"{_span(more.hours_saved, _counted)} h for {_span(more.extra, _counted)}{unit} more ({share}){floors}"
+    )
+
+
+def amount_text(value: float) -> str:
+    """'6.4M', '2B', '51,200': a count as typed, with a decimal suffix where it is a round one."""
+    for suffix, size in (("T", 1e12), ("B", 1e9), ("M", 1e6), ("K", 1e3)):
+        if value >= size and (value / size) == round(value / size, 3):
+            return f"{value / size:g}{suffix}"
+    return f"{value:,.0f}"
 
 
 def bound_cell(b: Booking) -> str:

@@ -55,6 +55,8 @@ def say_estimates_compared(args, estimates: dict[str, float]) -> None:
     priced = getattr(args, "gpu_hour_price", None)
     flags = _asked_flags(args, getattr(args, "train_options", None), several=True)
     flags += f" --local-step-ms {steps}" + (f" --gpu-hour-price {shlex.quote(priced)}" if priced else "")
+    trained = getattr(args, "train_samples", None)
+    flags += f" --train-samples {shlex.quote(trained)}" if trained else ""
     console.say(f"ddpbench predict: the bookings compared at each cluster's step estimated from its FLOPs (below; "
                 f"a floor more than a forecast): {ddpbench_command()} predict --run {shlex.quote(str(folder))} "
                 f"--cluster {shlex.quote(','.join(args.clusters))}{flags}")  # fmt: skip

@@ -204,9 +204,10 @@ def collectives_answer(
     return share
 
 
-def no_step(clusters: list[str], *, optimizer: str, share: float, priced: bool = False) -> None:
-    """Why no step, strategy to book or cap is named on `clusters` (a CPU's compute) and what gives them; `priced`:
-    --gpu-hour-price given, unused without bookings to price (said, not dropped silently)."""
+def no_step(clusters: list[str], *, optimizer: str, share: float, priced: bool = False, timed: bool = False) -> None:
+    """Why no step, strategy to book or cap is named on `clusters` (a CPU's compute) and what gives them; `priced`,
+    `timed`: --gpu-hour-price, --train-samples given, unused without bookings to price or time (said, not dropped
+    silently)."""
     from harness.perfmodel.sharded import OPTIMIZER_NAMES
 
     given = (f"the one-GPU step on {clusters[0]}'s GPU, gives them (with --local-step-gpu NAME where that step was "
@@ -215,6 +216,7 @@ def no_step(clusters: list[str], *, optimizer: str, share: float, priced: bool =
     say(f"ddpbench predict: no step, strategy to book or cap on {' or '.join(clusters)}: the profile's compute is a "
         f"CPU's, which hides communication a GPU's would not, and whose {OPTIMIZER_NAMES.get(optimizer, optimizer)} "
         f"takes {share:.1%} of the step, a GPU's another share; --local-step-ms MS, {given}")  # fmt: skip
-    if priced:
-        say("ddpbench predict: --gpu-hour-price not used: no bookings are compared without a GPU's step "
+    unused = " and ".join(flag for flag, given in (("--gpu-hour-price", priced), ("--train-samples", timed)) if given)
+    if unused:
+        say(f"ddpbench predict: {unused} not used: no bookings are compared without a GPU's step "
             "(--local-step-ms MS, the one-GPU step, gives them)")  # fmt: skip
