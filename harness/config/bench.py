@@ -44,7 +44,7 @@ class BenchConfig:
         dataclasses.MISSING,
         "ranks per node (one per GPU; CPU processes without GPUs); world "
         "sizes run as the ladder 1, 2, 4, … up to it, and it",
-        parse=whole("--gpus"),
+        parse=whole("--gpus", "4 (it runs the world sizes 1, 2 and 4)"),
         default_text="the GPUs visible, or 2 simulated on the CPU",
     )
     impls: tuple[str, ...] = flag(

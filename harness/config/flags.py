@@ -96,12 +96,15 @@ def resume_fields(cls: type, what: str) -> set[str]:
 # ---- parsers: text to value, with one line naming the bad text
 
 
-def whole(flag: str) -> Callable[[str], int]:
+def whole(flag: str, example: str = "") -> Callable[[str], int]:
+    """A whole-number flag; `example`: a valid value and what it does, said after a refusal ('2 (world sizes …)')."""
+
     def parse(text: str) -> int:
         try:
             return int(text)
         except ValueError:
-            raise ConfigError(f"{flag} {text!r} is not a whole number") from None
+            give = f"; give one, e.g. {flag} {example}" if example else ""
+            raise ConfigError(f"{flag} {text!r} is not a whole number{give}") from None
 
     return parse
 

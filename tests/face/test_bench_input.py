@@ -25,6 +25,13 @@ def test_a_non_finite_float_flag_is_refused(capsys, tmp_path, flag, value, said)
     assert said in refused(capsys, tmp_path, f"{flag}={value}")
 
 
+def test_several_gpu_counts_for_bench_are_refused_with_the_one_count_that_runs_them(capsys, tmp_path):
+    """'bench --gpus 1,2' read only "--gpus '1,2' is not a whole number": it named no valid value, nor that one
+    count runs the ladder of world sizes up to it."""
+    said = refused(capsys, tmp_path, "--gpus", "1,2")
+    assert "--gpus '1,2' is not a whole number; give one, e.g. --gpus 4 (it runs the world sizes 1, 2 and 4)" in said
+
+
 def test_timeout_reads_a_time_as_budget_does():
     """'--timeout 5m' was refused as 'not a number of seconds' beside --budget 5m, which was taken."""
     parse = cli.build_parser().parse_args
