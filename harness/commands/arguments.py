@@ -120,6 +120,7 @@ PREDICT_EXAMPLES = """examples:
   ddpbench predict --run RUN --cluster dgx-h100 --local-step-ms 120 --page h100.html   # your GPU's step
   ddpbench predict --run RUN --cluster dgx-h100 --local-step-ms 310 --local-step-gpu a100-sxm4-80gb  # another's
   ddpbench predict --run RUN --cluster dgx-a100,dgx-h100 --local-step-ms 420 --local-step-gpu a100-sxm4-80gb  # compared
+  ddpbench predict --run RUN --cluster dgx-a100,dgx-h100 --local-step-ms dgx-a100=420,dgx-h100=250 --train-samples 6.4M
   ddpbench predict --cluster dgx-h200 --nodes 1,2,4 --sizes 1KiB:16GiB                 # NCCL's collectives
   ddpbench predict --nccl-tests node1.txt two-nodes.json --save-profile ours.toml      # fitted to your logs
   ddpbench predict --workload gpt2 --size small --busbw 90GB/s --latency 30us          # profiled here"""

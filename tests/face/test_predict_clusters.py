@@ -589,6 +589,8 @@ def test_a_whole_run_is_timed_and_costed_on_each_booking_and_the_fastest_set_aga
     """A manager asked how long 100,000 steps at a global batch of 64 take on each booking and what each costs: the
     table gave a step and a cost a million samples, the multiplying theirs. --train-samples times the run on each
     booking, its cost at the prices given in place of the cost a million samples, and the fastest's premium."""
+    import dataclasses
+
     from harness.commands.console.predict.bookings import compared
     from harness.perfmodel.clusters.bookings import Booking
 
@@ -614,6 +616,13 @@ def test_a_whole_run_is_timed_and_costed_on_each_booking_and_the_fastest_set_aga
     assert verdict.endswith(
         "; the run of 6.4M samples: fastest dgx-h100 × 32 GPUs, 0.167 h for 20.8; cheapest "
         "dgx-h100 × 8 GPUs, 0.556 h for 17.3: the fastest saves 0.389 h for 3.47 more (+20%)"
+    )
+    floored = [dataclasses.replace(b, at_least=True) for b in bookings]  # full-size floors: no bound on a difference
+    compared(floored, tokens=False, ends=None, prices={"dgx-a100": 2.1, "dgx-h100": 3.9}, samples=6.4e6)
+    floored_verdict = capsys.readouterr().out.rstrip().splitlines()[-1]
+    assert floored_verdict.endswith(
+        "fastest dgx-h100 × 32 GPUs, ≥0.167 h for ≥20.8; cheapest dgx-h100 × 8 GPUs, ≥0.556 h for ≥17.3: the "
+        "fastest saves 0.389 h for 3.47 more (+20%) (at the full size's floors: the difference is no bound either way)"
     )
 
 

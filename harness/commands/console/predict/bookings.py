@@ -205,8 +205,8 @@ def run_words(bookings: list[Booking], runs: list[whole_run.WholeRun], samples: 
         return f"{said}, also the {least}"
     more = whole_run.premium(fast, cheap)
     share = "–".join(dict.fromkeys(f"{v:+.0%}" for v in more.extra_share))
-    floors = ", at their floors (the full size's: a difference, no bound)" * (fast.booking.at_least
-                                                                             or cheap.booking.at_least)  # fmt: skip
+    floored = fast.booking.at_least or cheap.booking.at_least  # floors' difference: neither a floor nor a ceiling
+    floors = " (at the full size's floors: the difference is no bound either way)" if floored else ""
     return (
         f"{said}; {least} {figures(cheap)}: the fastest saves "
         f"{_span(more.hours_saved, _counted)} h for {_span(more.extra, _counted)}{unit} more ({share}){floors}"
