@@ -619,7 +619,10 @@ def test_a_whole_run_is_timed_and_costed_on_each_booking_and_the_fastest_set_aga
     )
     floored = [dataclasses.replace(b, at_least=True) for b in bookings]  # full-size floors: no bound on a difference
     compared(floored, tokens=False, ends=None, prices={"dgx-a100": 2.1, "dgx-h100": 3.9}, samples=6.4e6)
-    floored_verdict = capsys.readouterr().out.rstrip().splitlines()[-1]
+    floored_said = capsys.readouterr().out
+    assert "; ≥: at least, a full-size floor under the step (≤: at most)):" in floored_said.splitlines()[0]
+    assert "≥:" not in said.splitlines()[0]  # said only where a floor ranks a booking
+    floored_verdict = floored_said.rstrip().splitlines()[-1]
     assert floored_verdict.endswith(
         "fastest dgx-h100 × 32 GPUs, ≥0.167 h for ≥20.8; cheapest dgx-h100 × 8 GPUs, ≥0.556 h for ≥17.3: the "
         "fastest saves 0.389 h for 3.47 more (+20%) (at the full size's floors: the difference is no bound either way)"

@@ -62,7 +62,8 @@ def compared(bookings: list[Booking], *, tokens: bool, ends: tuple[str, str] | N
     widths = [max(len(row[k]) for row in table) for k in range(len(header))]
     right = [k for k, name in enumerate(header) if name not in TEXT]
     ranged = _ranged_words(bookings, ends)
-    say(f"ddpbench predict: the bookings compared (the fastest each cluster's answer below books{ranged}):")
+    floored = "; ≥: at least, a full-size floor under the step (≤: at most)" * any(b.at_least for b in bookings)
+    say(f"ddpbench predict: the bookings compared (the fastest each cluster's answer below books{ranged}{floored}):")
     for row in table:
         cells = [cell.rjust(width) if k in right else cell.ljust(width) for k, (cell, width) in
                  enumerate(zip(row, widths, strict=False))]  # fmt: skip
@@ -172,8 +173,7 @@ def run_legend(runs: list[whole_run.WholeRun], samples: float, *, priced: bool) 
     cost = "; run cost: your GPU-hour price × GPUs × run h" if priced else ""
     return (
         f"run: {amount_text(samples)} samples (--train-samples), {each}; run h: those steps × the step (the steps "
-        f"alone: no start-up, checkpoints or evaluation), as sure as it (≥: at least, a full-size floor under "
-        f"the step){cost}"
+        f"alone: no start-up, checkpoints or evaluation), as sure as it{cost}"
     )
 
 
