@@ -23,6 +23,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import threading
+from collections.abc import Callable
 from typing import Any, Protocol
 
 import torch
@@ -230,16 +231,29 @@ class MemorySampler:
         series = self._series
         if not self._kernel_rss:
             series["rss"].add(rss_mb())
-        if self._gpu is not None:
-            series["nvml"].add(self._gpu.device_used_mb())
-            listed = self._gpu.processes()  # this process's own (absent inside a container's PID namespace)
-            series["nvml_process"].add(listed.get(self._pid))
-            neighbours.SIGHTINGS.seen(self._gpu.gpu_id, listed, self._pid)  # the launch's contention record
+        gpu, read = self._gpu, self._read
+        if gpu is not None:
+            series["nvml"].add(read(gpu.device_used_mb))
+            listed = read(gpu.processes)  # this process's own (absent inside a container's PID namespace)
+            if listed is not None:
+                series["nvml_process"].add(listed.get(self._pid))
+                neighbours.SIGHTINGS.seen(gpu.gpu_id, listed, self._pid)  # the launch's contention record
             if self._in_window.is_set():
-                series["util"].add(self._gpu.utilization_pct())
-                series["clock"].add(self._gpu.sm_clock_mhz())
-                series["power"].add(self._gpu.power_w())
+                series["util"].add(read(gpu.utilization_pct))
+                series["clock"].add(read(gpu.sm_clock_mhz))
+                series["power"].add(read(gpu.power_w))
         self._samples += 1
+
+    def _read(self, query: Callable[[], Any]) -> Any:
+        """One NVML query; None where it fails (a driver refusing it, a GPU gone), its first failure kept in the
+        note: a query that raised would end the sampling thread unseen, or fail the configuration from `stop()`."""
+        try:
+            return query()
+        except Exception as exc:
+            said = f"NVML {query.__name__} failed: {type(exc).__name__}: {exc}"
+            if said not in (self._note or ""):
+                self._note = f"{self._note}; {said}" if self._note else said
+            return None
 
     def open_window(self) -> None:
         """The measured steps begin: from now on utilisation, clock and power count."""

@@ -51,13 +51,18 @@ class FakeGpu:
         return 200.0
 
 
-def test_sampler_keeps_the_peak_and_mean_of_what_the_gpu_reports():
-    gpu = FakeGpu()
+def sampled_over_a_window(gpu: FakeGpu, seconds: float = 0.05):
+    """The sampler and its peaks, after a measured window of `seconds` with nothing outside it."""
     sampler = MemorySampler(torch.device("cpu"), period_s=0.001, gpu=gpu).start()
     sampler.open_window()
-    time.sleep(0.05)
+    time.sleep(seconds)
     sampler.close_window()
-    peaks = sampler.stop()
+    return sampler, sampler.stop()  # stop's last sample reads NVML again, in the caller's thread
+
+
+def test_sampler_keeps_the_peak_and_mean_of_what_the_gpu_reports():
+    gpu = FakeGpu()
+    _, peaks = sampled_over_a_window(gpu)
     assert peaks.nvml_mb == 300.0 and peaks.nvml_process_mb == 80.0
     assert peaks.nvml_struct == "v2"
     assert peaks.gpu_util_mean_pct == 50.0 and peaks.power_peak_w == 200.0
@@ -89,6 +94,23 @@ def test_sampler_stops_its_thread_and_samples_no_more():
     time.sleep(0.02)
     assert gpu.reads == reads
     assert not sampler._thread.is_alive()
+
+
+class FailingGpu(FakeGpu):
+    """NVML refusing one query mid-run, as a driver may (the process list under MIG or in a container, a GPU
+    fallen off the bus): the configuration must survive it and say why the column is null."""
+
+    def processes(self) -> dict[int, float | None]:
+        raise RuntimeError("NVMLError_NoPermission: Insufficient Permissions")
+
+
+def test_an_nvml_query_that_fails_nulls_its_column_with_the_reason_and_the_others_are_kept():
+    gpu = FailingGpu()
+    sampler, peaks = sampled_over_a_window(gpu)
+    assert sampler._thread is not None and not sampler._thread.is_alive()
+    assert peaks.nvml_process_mb is None and "NoPermission" in peaks.note and "processes" in peaks.note
+    assert peaks.nvml_mb == 300.0 and peaks.gpu_util_mean_pct == 50.0  # the thread went on sampling
+    assert peaks.samples == gpu.reads >= 3
 
 
 def test_on_the_cpu_nvml_columns_are_null_with_the_reason_and_rss_is_measured():
