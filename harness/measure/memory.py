@@ -314,11 +314,16 @@ class MemorySampler:
 # ---- what a rank holds: parameters, gradients, optimizer state --------------------------------------
 
 
+def _local(tensor: torch.Tensor) -> torch.Tensor:
+    """A DTensor's local shard, else the tensor. Asked by its `to_local`, not by class: DTensor's module is
+    torch.distributed.tensor from torch 2.5 only (2.4's is ._tensor), and this runs in every configuration."""
+    to_local = getattr(tensor, "to_local", None)
+    return to_local() if callable(to_local) else tensor
+
+
 def local_nbytes(tensor: torch.Tensor) -> int:
     """Bytes this rank stores for `tensor`: a DTensor's local shard, not its global size."""
-    from torch.distributed.tensor import DTensor
-
-    local = tensor.to_local() if isinstance(tensor, DTensor) else tensor
+    local = _local(tensor)
     return local.numel() * local.element_size()
 
 
@@ -358,9 +363,7 @@ def held_bytes(model: nn.Module, optimizer: torch.optim.Optimizer) -> dict[str, 
 def _inside_larger_storage(tensor: torch.Tensor) -> bool:
     """A view into a larger allocation (a gradient that is a slice of its strategy's flat bucket), not a tensor of
     its own."""
-    from torch.distributed.tensor import DTensor
-
-    local = tensor.to_local() if isinstance(tensor, DTensor) else tensor
+    local = _local(tensor)
     return local.untyped_storage().nbytes() > local.numel() * local.element_size()
 
 

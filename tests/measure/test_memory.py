@@ -215,3 +215,15 @@ def test_held_gradients_that_live_in_a_flat_bucket_are_told_from_gradients_of_th
     bucket = torch.zeros(20)
     own.weight.grad, own.bias.grad = bucket[:16].view(4, 4), bucket[16:]
     assert held_bytes(own, optimizer)["grad_view_bytes"] == held["grad_bytes"]
+
+
+def test_what_a_rank_holds_is_counted_on_a_torch_without_the_public_dtensor_module(monkeypatch):
+    """torch 2.4 (the oldest pyproject allows) has DTensor in torch.distributed._tensor only: held_bytes runs at
+    every configuration's last step, so an import of the public module would fail every configuration there."""
+    from harness.measure.memory import held_bytes
+
+    monkeypatch.setitem(sys.modules, "torch.distributed.tensor", None)  # `import` of it now raises ImportError
+    model = torch.nn.Linear(4, 4)
+    model(torch.randn(2, 4)).sum().backward()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    assert held_bytes(model, optimizer)["grad_bytes"] == (16 + 4) * 4
