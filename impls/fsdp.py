@@ -45,6 +45,10 @@ ALL_GATHERS_BLOCK = (
 """The `comm_note` of an fsdp row on a GPU: its exposed communication reads high, its hidden share low."""
 
 
+FULLY_SHARD_PUBLIC = (2, 6)
+"""The torch release whose torch.distributed.fsdp exports fully_shard (pytorch's PR 141868)."""
+
+
 def torch_release() -> tuple[int, ...]:
     """(major, minor) of the installed torch: its dist-info's, read without importing torch (list and compare import
     none); a torch without one (a source build run in place) has only torch.__version__, which imports it."""
@@ -93,6 +97,8 @@ class FSDP(StrategyDefaults):
         return (self.param_dtype, self.reduce_dtype) != ("fp32", "fp32")
 
     def unavailable_reason(self, *, device: str, world_size: int) -> str | None:
+        if torch_release() < FULLY_SHARD_PUBLIC:  # before, FSDP2 was torch.distributed._composable.fsdp
+            return "needs torch.distributed.fsdp.fully_shard (FSDP2's public API, torch ≥ 2.6); this torch is older"
         if self.mixed_precision and device != "cuda":
             return "FSDP mixed precision (param_dtype/reduce_dtype bf16) is offered on CUDA only"
         return None

@@ -207,6 +207,18 @@ def test_fsdp_refuses_mixed_precision_on_the_cpu_with_its_reason():
         strategy.wrap(torch.nn.Linear(2, 2))
 
 
+def test_fsdp_is_unavailable_with_its_reason_on_a_torch_without_public_fully_shard(monkeypatch):
+    """torch 2.4 and 2.5 (pyproject allows 2.4) keep FSDP2 in torch.distributed._composable: `wrap`'s import of
+    torch.distributed.fsdp.fully_shard would fail every fsdp configuration with an ImportError there."""
+    import impls.fsdp
+
+    monkeypatch.setattr(impls.fsdp, "torch_release", lambda: (2, 5))
+    reason = impls.create("fsdp").unavailable_reason(device="cuda", world_size=2)
+    assert reason is not None and "torch.distributed.fsdp.fully_shard" in reason and "2.6" in reason
+    monkeypatch.setattr(impls.fsdp, "torch_release", lambda: (2, 6))
+    assert impls.create("fsdp").unavailable_reason(device="cuda", world_size=2) is None
+
+
 def test_zero_overlap_with_ddp_is_declared_unavailable_on_gloo():
     strategy = impls.create("zero", overlap_with_ddp=True)
     assert "NCCL" in strategy.unavailable_reason(device="cpu", world_size=2)
