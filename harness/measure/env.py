@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib.metadata
+import itertools
 import os
 import platform
 import socket
@@ -241,37 +242,32 @@ TOPOLOGY_LEVELS = {
 }
 
 
-def gpu_topology() -> list[dict[str, Any]]:
-    """For every pair of GPUs: their nearest common ancestor and whether NVLink P2P works."""
-    if not torch.cuda.is_available() or torch.cuda.device_count() < 2:
+def gpu_topology(gpu_list: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+    """For every pair of the GPUs torch sees (`gpus`, default: asked now), in its numbering: their nearest common
+    ancestor and whether NVLink P2P works; null where NVML cannot say. Found in NVML by UUID, as `gpu_settings`:
+    NVML numbers every GPU of the machine physically, CUDA_VISIBLE_DEVICES only those the run may use."""
+    gpu_list = gpus() if gpu_list is None else gpu_list
+    if len(gpu_list) < 2:
         return []
-    try:
-        import pynvml
+    with _nvml_session() as nvml:
+        if nvml is None:
+            return []
+        names = {getattr(nvml, key): label for key, label in TOPOLOGY_LEVELS.items() if hasattr(nvml, key)}
+        handles = [_nvml_handle(nvml, gpu) for gpu in gpu_list]
+        pairs = itertools.combinations(zip(gpu_list, handles, strict=True), 2)
+        return [_gpu_pair(nvml, names, first, second) for first, second in pairs]
 
-        pynvml.nvmlInit()
-    except Exception:
-        return []
-    names = {getattr(pynvml, key): label for key, label in TOPOLOGY_LEVELS.items() if hasattr(pynvml, key)}
-    try:
-        handles = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(pynvml.nvmlDeviceGetCount())]
-        pairs = []
-        for a in range(len(handles)):
-            for b in range(a + 1, len(handles)):
-                level = pynvml.nvmlDeviceGetTopologyCommonAncestor(handles[a], handles[b])
-                nvlink = pynvml.nvmlDeviceGetP2PStatus(handles[a], handles[b], pynvml.NVML_P2P_CAPS_INDEX_NVLINK)
-                pairs.append(
-                    {
-                        "gpu_a": a,
-                        "gpu_b": b,
-                        "common_ancestor": names.get(level, str(level)),
-                        "nvlink_p2p": nvlink == pynvml.NVML_P2P_STATUS_OK,
-                    }
-                )
-        return pairs
-    except pynvml.NVMLError:
-        return []
-    finally:
-        pynvml.nvmlShutdown()
+
+def _gpu_pair(nvml: Any, names: dict[Any, str], first: tuple, second: tuple) -> dict[str, Any]:
+    (gpu_a, a), (gpu_b, b) = first, second
+    level = _query(lambda: nvml.nvmlDeviceGetTopologyCommonAncestor(a, b))
+    nvlink = _query(lambda: nvml.nvmlDeviceGetP2PStatus(a, b, nvml.NVML_P2P_CAPS_INDEX_NVLINK))
+    return {
+        "gpu_a": gpu_a["index"],
+        "gpu_b": gpu_b["index"],
+        "common_ancestor": None if level is None else names.get(level, str(level)),
+        "nvlink_p2p": None if nvlink is None else nvlink == nvml.NVML_P2P_STATUS_OK,
+    }
 
 
 def distributed_env_vars() -> dict[str, str]:
@@ -304,7 +300,7 @@ def capture(command: list[str] | tuple[str, ...] | None = None, *, tf32: bool | 
         "gpu_count": len(gpu_list),
         "gpus": gpu_list,
         "gpu_name": gpu_list[0]["name"] if gpu_list else None,
-        "topology": gpu_topology(),
+        "topology": gpu_topology(gpu_list),
         **nvml_driver(),
         **gpu_settings(gpu_list),
         **(precision_flags() if tf32 is None else ranks_precision_flags(tf32)),

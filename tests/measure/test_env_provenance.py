@@ -221,3 +221,29 @@ def test_a_rank_runs_its_configuration_with_the_flags_run_json_records(tmp_path,
     finally:
         set_tf32(False)
         torch.backends.cudnn.allow_tf32 = True  # torch's default, as the suite found it
+
+
+def fake_topology_nvml() -> types.ModuleType:
+    """Three GPUs as NVML numbers them physically, 0 and 2 on one board, 1 across the NUMA nodes."""
+    fake = fake_pynvml()
+    fake.NVML_TOPOLOGY_INTERNAL, fake.NVML_TOPOLOGY_SYSTEM = 10, 50
+    fake.NVML_P2P_CAPS_INDEX_NVLINK, fake.NVML_P2P_STATUS_OK = 7, 0
+    physical = ["GPU-p0", "GPU-p1", "GPU-p2"]
+    fake.nvmlDeviceGetCount = lambda: len(physical)
+    fake.nvmlDeviceGetHandleByIndex = lambda index: physical[index]
+    fake.nvmlDeviceGetHandleByUUID = lambda uuid: physical[physical.index(uuid)]
+    board = {"GPU-p0", "GPU-p2"}
+    fake.nvmlDeviceGetTopologyCommonAncestor = lambda a, b: 10 if {a, b} == board else 50
+    fake.nvmlDeviceGetP2PStatus = lambda a, b, caps: 0 if {a, b} == board else 1
+    return fake
+
+
+def test_topology_pairs_are_of_the_gpus_torch_sees_in_its_numbering(monkeypatch):
+    """CUDA_VISIBLE_DEVICES=2,0: torch's cuda:0 is NVML's GPU 2 and cuda:1 its GPU 0, and GPU 1 is not the run's.
+    The pairs name torch's indices, as `gpus` does (and gpu_check counts n(n-1)/2 of them for n visible)."""
+    monkeypatch.setitem(sys.modules, "pynvml", fake_topology_nvml())
+    visible = [{"index": 0, "uuid": "p2"}, {"index": 1, "uuid": "GPU-p0"}]
+    monkeypatch.setattr(env, "gpus", lambda: visible)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: len(visible))
+    assert env.gpu_topology() == [{"gpu_a": 0, "gpu_b": 1, "common_ancestor": "same board", "nvlink_p2p": True}]
