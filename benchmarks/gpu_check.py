@@ -28,6 +28,9 @@ Lines (each ok or FAIL; exit 1 on any FAIL, 2 on bad usage):
 - the GPU zygote: one bench of one gpt2/full configuration with the ranks forked from the run's zygote
   (DDPBENCH_GPU_ZYGOTE=1), then the same with fresh interpreters (the default until this pair has run), each's
   wall and split: shown;
+- which GPU NVML reads for cuda:0 and the topology's pairs, in a process that sees the GPUs last first
+  (benchmarks/gpu_mapping.py): the UUID of NVML's last GPU, n(n-1)/2 pairs of the n visible, each read;
+  no configuration's mem_note naming an NVML query that failed;
 - provenance (driver, CUDA, NCCL, topology); what a process can use of the GPU against the built-in profile's
   `gpu_memory_gib` (shown);
 - DDP's own cost on this GPU, carried to dgx1-v100: ResNet-50's predicted step at 8 and 16 GPUs
@@ -49,6 +52,7 @@ import time
 from pathlib import Path
 
 import ddp_published  # sibling modules: the script's folder is on sys.path
+import gpu_mapping
 import hook_cost
 import trace_overlap
 
@@ -209,10 +213,11 @@ def nvml_lines(results: Path, setup: Setup) -> list[Line]:
                 continue
             rows += 1
             missing = [f for f in NVML_FIELDS if pd.isna(getattr(row, f))]
-            if missing or not row.mem_peak_nvml_mb >= row.mem_peak_reserved_mb:
+            refused = row.mem_note if isinstance(row.mem_note, str) and "failed" in row.mem_note else ""
+            if missing or refused or not row.mem_peak_nvml_mb >= row.mem_peak_reserved_mb:
                 failing.append(
                     f"{run.name}/{row.config_id}: nvml {row.mem_peak_nvml_mb} reserved "
-                    f"{row.mem_peak_reserved_mb} missing {missing}"
+                    f"{row.mem_peak_reserved_mb} missing {missing} {refused}".rstrip()
                 )
     if setup.quick:
         return [Line("NVML ≥ reserved, NVML filled", f"{rows} rows on the CPU: no NVML", None)]
@@ -516,6 +521,15 @@ def provenance_line(results: Path, setup: Setup) -> Line:
     return Line("provenance", value, None if setup.quick else all(filled.values()) and topology_ok)
 
 
+def mapping_line() -> Line:
+    """The memory sampler's GPU and run.json's topology, read in a process that sees the GPUs renumbered
+    (benchmarks/gpu_mapping.py)."""
+    import torch
+
+    value, ok = gpu_mapping.judge(gpu_mapping.probe(torch.cuda.device_count()))
+    return Line("NVML's GPU and topology under CUDA_VISIBLE_DEVICES", value, ok)
+
+
 def print_table(lines: list[Line]) -> None:
     width = max(len(line.check) for line in lines)
     print(f"\n{'check':<{width}}  {'verdict':<10}  value")
@@ -541,6 +555,7 @@ def all_lines(out: Path, results: Path, setup: Setup) -> list[Line]:
         usable_memory_line() if not quick else Line("usable GPU memory against the built-in profile", "", None)
     )
     lines.append(provenance_line(results, setup))
+    lines.append(mapping_line() if not quick else Line("NVML's GPU and topology under CUDA_VISIBLE_DEVICES", "", None))
     lines.append(published)
     return lines
 

@@ -48,3 +48,22 @@ def test_the_zygote_pair_line_gives_each_runs_wall_and_split_with_its_imports_an
     )
     failed = gpu_check.zygote_line(tmp_path, {"zygote-on": 0, "zygote-off": 1}, gpu_check.Setup(quick=False))
     assert failed.ok is False and failed.value.endswith("; zygote-off: exit 1")
+
+
+def test_the_mapping_line_holds_only_where_cuda0_is_nvmls_gpu_and_every_visible_pair_is_read():
+    import gpu_mapping
+
+    pair = {"gpu_a": 0, "gpu_b": 1, "common_ancestor": "same board", "nvlink_p2p": True}
+    seen = {"expected": "GPU-b", "found": "GPU-b", "visible": 2, "topology": [pair]}
+    assert gpu_mapping.judge(seen) == (
+        "cuda:0 read as GPU-b (NVML's last GPU: GPU-b); 1 topology pairs of 2 visible GPUs",
+        True,
+    )
+    assert not gpu_mapping.judge({**seen, "found": "GPU-a"})[1]  # the sampler read another GPU than cuda:0
+    physical = [pair, {**pair, "gpu_b": 2}, {**pair, "gpu_a": 1, "gpu_b": 2}]
+    assert not gpu_mapping.judge({**seen, "topology": physical})[1]  # pairs of every GPU, not the visible
+    assert not gpu_mapping.judge({**seen, "topology": [{**pair, "nvlink_p2p": None}]})[1]
+    assert gpu_mapping.judge({"error": "ModuleNotFoundError: No module named 'pynvml'"}) == (
+        "probe failed: ModuleNotFoundError: No module named 'pynvml'",
+        False,
+    )
