@@ -110,6 +110,14 @@ def gpus() -> list[dict[str, Any]]:
     return found
 
 
+def nvml_failure(exc: BaseException) -> str:
+    """Why NVML could not be read, as a user can act on it: a missing library names the package that provides it
+    (nvidia-ml-py, whose module is `pynvml`; PyPI's `pynvml` is another package)."""
+    if isinstance(exc, ImportError) and exc.name == "pynvml":
+        return "nvidia-ml-py is not installed (its module pynvml reads NVML): pip install nvidia-ml-py"
+    return f"{type(exc).__name__}: {exc}"
+
+
 def nvml_driver() -> dict[str, Any]:
     try:
         import pynvml
@@ -123,7 +131,7 @@ def nvml_driver() -> dict[str, Any]:
         finally:
             pynvml.nvmlShutdown()
     except Exception as exc:  # no driver on CPU machines: say why instead of failing
-        return {"driver_version": None, "cuda_driver_version": None, "nvml_note": f"{type(exc).__name__}: {exc}"}
+        return {"driver_version": None, "cuda_driver_version": None, "nvml_note": nvml_failure(exc)}
 
 
 @contextlib.contextmanager

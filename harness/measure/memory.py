@@ -31,6 +31,7 @@ from torch import nn
 
 from harness.bucketing import MIB as MB  # MiB, as every `_mb` column
 from harness.handoff import neighbours
+from harness.measure.env import nvml_failure
 
 DEFAULT_PERIOD_S = 0.02
 
@@ -219,7 +220,7 @@ class MemorySampler:
             try:
                 self._gpu = NvmlReader(device)
             except Exception as exc:  # no driver, no library, no such UUID: record why
-                self._note = f"NVML unavailable: {type(exc).__name__}: {exc}"
+                self._note = f"NVML unavailable: {nvml_failure(exc)}"
         elif gpu is None:
             self._note = "NVML not sampled: the run is on the CPU"
 

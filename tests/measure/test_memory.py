@@ -227,3 +227,14 @@ def test_what_a_rank_holds_is_counted_on_a_torch_without_the_public_dtensor_modu
     model(torch.randn(2, 4)).sum().backward()
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     assert held_bytes(model, optimizer)["grad_bytes"] == (16 + 4) * 4
+
+
+def test_without_nvidia_ml_py_the_note_names_the_package_to_install(monkeypatch):
+    """pyproject installs nvidia-ml-py, but its module is `pynvml`: a bare 'No module named pynvml' leaves a GPU
+    user to guess which package that is (PyPI's `pynvml` is another one)."""
+    from harness.measure import env
+
+    monkeypatch.setitem(sys.modules, "pynvml", None)
+    sampler = MemorySampler(torch.device("cuda", 0), period_s=0.02)  # the reader is made before any CUDA call
+    assert "pip install nvidia-ml-py" in sampler._note and sampler._note.startswith("NVML unavailable: ")
+    assert "pip install nvidia-ml-py" in env.nvml_driver()["nvml_note"]
