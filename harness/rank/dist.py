@@ -60,9 +60,9 @@ def distributed_session(
     world_size = int(os.environ["WORLD_SIZE"])
     local_rank = int(os.environ["LOCAL_RANK"])
     if device_kind == "cuda":
-        # One GPU per rank; set it before init so NCCL's communicator binds to it.
-        # One GPU per rank; with gloo, ranks beyond the GPU count share them round-robin.
-        index = local_rank % torch.cuda.device_count()
+        # One GPU per rank, set before init so NCCL's communicator binds to it; with gloo, ranks beyond the GPU
+        # count share them round-robin.
+        index = local_rank % _visible_gpus(rank)
         torch.cuda.set_device(index)
         device, backend = torch.device("cuda", index), backend or "nccl"
     else:
@@ -76,6 +76,17 @@ def distributed_session(
     yield Session(rank, world_size, local_rank, device, backend, records_group)
     # Not on an exception: peers may be blocked in a collective, and the teardown would wait.
     dist.destroy_process_group()
+
+
+def _visible_gpus(rank: int) -> int:
+    """The GPUs this process sees; none is an error that says so (the launcher saw some: this rank's driver or
+    CUDA_VISIBLE_DEVICES differs), not a modulo by zero."""
+    visible = torch.cuda.device_count()
+    if visible == 0:
+        shown = os.environ.get("CUDA_VISIBLE_DEVICES")
+        raise RuntimeError(f"--device cuda: rank {rank} sees no CUDA GPU (CUDA_VISIBLE_DEVICES="
+                           f"{'unset' if shown is None else repr(shown)})")  # fmt: skip
+    return visible
 
 
 def _wants_cpu_gather(backend: str, *, idle_ranks_wait: bool, world_size: int) -> bool:

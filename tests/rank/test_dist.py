@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+
+import pytest
 import torch
 import torch.distributed as dist
 
@@ -60,3 +63,27 @@ def test_a_plan_leaves_ranks_idle_only_with_a_single_process_strategy():
     assert _leaves_ranks_idle(plan) is False
     plan["configurations"].append({"impl": "dataparallel"})
     assert _leaves_ranks_idle(plan) is True
+
+
+def _cuda_session_device(monkeypatch, *, local_rank: int, visible: int) -> list[int]:
+    """The GPUs a CUDA session binds to (torch.cuda faked: `visible` GPUs), with init stubbed."""
+    bound = []
+    for name, value in (("RANK", local_rank), ("WORLD_SIZE", 4), ("LOCAL_RANK", local_rank), ("LOCAL_WORLD_SIZE", 4)):
+        monkeypatch.setenv(name, str(value))
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: visible)
+    monkeypatch.setattr(torch.cuda, "set_device", bound.append)
+    monkeypatch.setattr(dist, "init_process_group", lambda **kw: None)
+    monkeypatch.setattr(dist, "destroy_process_group", lambda: None)
+    with distributed_session(device_kind="cuda", timeout_s=5, backend="gloo") as session:
+        assert session.device == torch.device("cuda", bound[0])
+    return bound
+
+
+def test_a_cuda_rank_binds_its_local_ranks_gpu_and_says_so_where_it_sees_none(monkeypatch):
+    """LOCAL_RANK picks the GPU among those CUDA_VISIBLE_DEVICES leaves (gloo: more ranks share them round-robin).
+    A rank that sees none (its driver or environment unlike the launcher's) says so, not `integer modulo by zero`."""
+    assert _cuda_session_device(monkeypatch, local_rank=1, visible=2) == [1]
+    assert _cuda_session_device(monkeypatch, local_rank=3, visible=2) == [1]
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    with pytest.raises(RuntimeError, match=re.escape("rank 1 sees no CUDA GPU (CUDA_VISIBLE_DEVICES='')")):
+        _cuda_session_device(monkeypatch, local_rank=1, visible=0)
