@@ -159,12 +159,17 @@ def _query(read) -> Any:
         return None
 
 
+def nvml_uuid(uuid: str) -> str:
+    """NVML's name for a GPU whose UUID torch gives: bare from torch (GPU- prefixed in NVML), kept where it already
+    has NVML's GPU- or MIG- prefix."""
+    return uuid if uuid.startswith(("GPU-", "MIG-")) else f"GPU-{uuid}"
+
+
 def _nvml_handle(nvml: Any, gpu: dict[str, Any]) -> Any:
     """The NVML handle of one of torch's visible GPUs: by UUID (CUDA_VISIBLE_DEVICES renumbers)."""
     uuid = gpu.get("uuid")
     if uuid:
-        name = uuid if uuid.startswith(("GPU-", "MIG-")) else f"GPU-{uuid}"
-        return _query(lambda: nvml.nvmlDeviceGetHandleByUUID(name))
+        return _query(lambda: nvml.nvmlDeviceGetHandleByUUID(nvml_uuid(uuid)))
     return _query(lambda: nvml.nvmlDeviceGetHandleByIndex(gpu["index"]))
 
 

@@ -238,3 +238,24 @@ def test_without_nvidia_ml_py_the_note_names_the_package_to_install(monkeypatch)
     sampler = MemorySampler(torch.device("cuda", 0), period_s=0.02)  # the reader is made before any CUDA call
     assert "pip install nvidia-ml-py" in sampler._note and sampler._note.startswith("NVML unavailable: ")
     assert "pip install nvidia-ml-py" in env.nvml_driver()["nvml_note"]
+
+
+def test_the_sampler_asks_nvml_for_its_gpu_by_the_name_nvml_gives_it(monkeypatch):
+    """torch prints a GPU's UUID bare, NVML names it GPU-…; a UUID torch already gives with NVML's MIG- prefix is
+    that name (run.json's gpu settings read it so, harness.measure.env) and must not become GPU-MIG-…."""
+    import types
+
+    from harness.measure.memory import NvmlReader
+
+    asked = []
+    fake = types.ModuleType("pynvml")
+    fake.NVMLError, fake.nvmlMemory_v2 = RuntimeError, 2
+    fake.nvmlInit = lambda: None
+    fake.nvmlDeviceGetHandleByUUID = lambda name: asked.append(name) or name
+    fake.nvmlDeviceGetMemoryInfo = lambda handle, version=None: types.SimpleNamespace(used=0)
+    monkeypatch.setitem(sys.modules, "pynvml", fake)
+    for given, named in (("1234-abcd", "GPU-1234-abcd"), ("MIG-5678-ef", "MIG-5678-ef"), ("GPU-9", "GPU-9")):
+        monkeypatch.setattr(
+            torch.cuda, "get_device_properties", lambda device, uuid=given: types.SimpleNamespace(uuid=uuid)
+        )
+        assert NvmlReader(torch.device("cuda", 0)).gpu_id == named and asked[-1] == named
