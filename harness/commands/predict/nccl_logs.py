@@ -83,16 +83,16 @@ def warn_if_other_gpu(base, logs) -> None:
     gpu = next((log.gpu for log in logs if log.gpu), "")
     own = nccltests.profile_for_gpu(gpu) if gpu else None
     theirs = cluster.load(own) if own is not None and own != base.name else None
-    if (differs := other_gpu(base, logs)) and (theirs is None or theirs.generation == base.generation):
+    if (differs := other_gpu(base, logs)) and (theirs is None or theirs.tuner_generation == base.tuner_generation):
         console.warning(f"{differs}: fitting one GPU's logs to another's profile moves its bandwidths to theirs "
                         "and plans that cluster with them; fit logs of the profile's own GPU")  # fmt: skip
         return
     if theirs is None:
         return
-    if theirs.generation != base.generation:
+    if theirs.tuner_generation != base.tuner_generation:
         console.warning(f"the nccl-tests logs are of {gpu!r} ({theirs.generation}; ddpbench's profile {own}) and "
                         f"are fitted to {base.name}, a {base.generation} profile: the fit moves its bandwidths, not "
-                        f"NCCL's {base.generation} latencies or its algorithms; --cluster {own} starts from the "
+                        f"NCCL's {base.tuner_generation} latencies or its algorithms; --cluster {own} starts from the "
                         "logs' own GPU")  # fmt: skip
     else:
         console.say(f"ddpbench predict: the nccl-tests logs are of {gpu!r}: fitting {base.name} (as --cluster "

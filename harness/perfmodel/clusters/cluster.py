@@ -76,6 +76,11 @@ class Cluster:
         return self.nics > 0 and self.nic_gbps > 0
 
     @property
+    def tuner_generation(self) -> str:
+        """The generation whose constants NCCL's tuner takes: `generation` as the profile gives it, Ada Ampere's."""
+        return AS_GENERATION.get(self.generation, self.generation)
+
+    @property
     def intra_hw(self) -> str:
         """NCCL's hardware class of a step inside a node (tuning.cc `intraHw`): NVLink or PCI."""
         return "pcie" if self.fabric == "pcie" else "nvlink"
@@ -164,11 +169,9 @@ def _choice(data: dict, field: str, choices: tuple[str, ...], where: str, *, sec
 
 
 def _generation(data: dict, where: str) -> str:
-    """The profile's generation, an Ada one read as NCCL's tuner reads it (AS_GENERATION)."""
-    given = data.get("generation")
-    if given in AS_GENERATION:
-        return AS_GENERATION[given]
-    return _choice(data, "generation", GENERATIONS, where)
+    """The profile's generation as it gives it: an Ada one stays "ada" (what `list` shows and `to_toml` writes);
+    NCCL's tuner reads it as Ampere through `Cluster.tuner_generation`."""
+    return _choice(data, "generation", (*GENERATIONS, *AS_GENERATION), where)
 
 
 def _latency_scale(data: dict, where: str) -> float:

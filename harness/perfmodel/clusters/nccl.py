@@ -153,7 +153,7 @@ def bus_bandwidth(cluster: Cluster, collective: str, algorithm: str, protocol: s
 
     Where NCCL multiplies a per-channel graph bandwidth by its channels, this takes the profile's
     measured peak of that level (the change said above); NCCL's refinements apply unchanged."""
-    gen, index = cluster.generation, _node_index(nodes)
+    gen, index = cluster.tuner_generation, _node_index(nodes)
     channels = graph_channels(cluster, nodes)
     ring_bw = min(level_bandwidths(cluster, algorithm, nodes).values())
     if algorithm == "nvls":
@@ -196,13 +196,13 @@ def graph_channels(cluster: Cluster, nodes: int) -> int:
     if nodes == 1:
         return cluster.channels
     nic = cluster.nic_gbps / 8
-    speeds = INTER_SPEEDS[cluster.generation]
+    speeds = INTER_SPEEDS[cluster.tuner_generation]
     speed = next((s for s in speeds if s <= nic), speeds[-1])
     channels = max(1, cluster.nics) * max(1, int(nic // speed))
     if cluster.nvlinks > 0:  # no NVLink (PCIe alone): nothing to stop at but the NICs and the maximum
-        channels = min(channels, math.ceil(cluster.nvlinks * NVLINK_GBPS[cluster.generation] / speed))
+        channels = min(channels, math.ceil(cluster.nvlinks * NVLINK_GBPS[cluster.tuner_generation] / speed))
     channels = min(channels, MAX_GRAPH_CHANNELS)
-    if speed >= 25 and not (cluster.generation in ("hopper", "blackwell") and speed < 50 and channels > 4):
+    if speed >= 25 and not (cluster.tuner_generation in ("hopper", "blackwell") and speed < 50 and channels > 4):
         channels = min(2 * channels, MAX_GRAPH_CHANNELS)
     return channels
 
@@ -260,7 +260,7 @@ def tuner_time_us(cluster: Cluster, collective: str, algorithm: str, protocol: s
         bw *= TREE_CORRECTION[protocol][log_size]
     if (algorithm == "ring" and protocol == "Simple" and nodes > 1 and collective == "all_reduce"
             and nbytes / (2 * graph_channels(cluster, nodes) * ranks) >= 64):  # fmt: skip
-        lat *= 1.9 if cluster.generation == "volta" else 1.4  # "Plateau effect of ring"
+        lat *= 1.9 if cluster.tuner_generation == "volta" else 1.4  # "Plateau effect of ring"
     return lat + nbytes / (1e3 * bw)
 
 
