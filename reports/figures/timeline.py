@@ -72,14 +72,9 @@ def bucket_timeline(
                 order.append(name)
                 _add_collectives_row(figure, name, collectives)
             continue
-        for key, size in _collective_rows(by_rank):
-            label, hover = holds(config.config_id, key) if holds else ("", "")
-            name = f"{config.label}: {collective_name(key)} ({size_label(size)}{': ' * bool(label)}{label})"
-            order.append(name)
-            for lane, (rank, collectives) in enumerate(by_rank.items()):
-                for bucket in collectives[_same_collective(collectives, key)].itertuples():
-                    _add_bucket(figure, name, bucket, rank=rank if len(ranks) > 1 else None, lane=(lane, len(ranks)),
-                                holds=hover)  # fmt: skip
+        drawn = _bucket_rows(config, by_rank, holds, order)
+        for lane, rank in enumerate(ranks):
+            _add_buckets(figure, drawn[rank], rank=rank if len(ranks) > 1 else None, lane=(lane, len(ranks)))
     figure.update_yaxes(categoryorder="array", categoryarray=order, autorange="reversed")
     # two lines: one would run past a page's width and be cut
     whose = " or ".join(sorted(others)) or "rank 0's"
@@ -99,6 +94,24 @@ def row_height(lanes: int) -> int:
     """Pixels a row: 28 for one bar, taller where a bucket's row holds a lane per rank, so that each lane's bar
     stays about 10 pixels thick."""
     return max(28, 12 * lanes + 8)
+
+
+def _bucket_rows(config, by_rank: dict[int, pd.DataFrame], holds: Holds | None, order: list[str]) -> dict[int, list]:
+    """Each drawn rank's collectives as (its row, its timeline row, what its hover says it holds), each row's name
+    appended to `order`. The tensors are named in the row's first lane alone, the others pointing to it: every rank
+    holds the same (bucket_contents shows them only then), and a copy a lane repeated them for every rank."""
+    drawn: dict[int, list] = {rank: [] for rank in by_rank}
+    for key, size in _collective_rows(by_rank):
+        label, hover = holds(config.config_id, key) if holds else ("", "")
+        name = f"{config.label}: {collective_name(key)} ({size_label(size)}{': ' * bool(label)}{label})"
+        order.append(name)
+        named_by = None  # the rank whose lane names the tensors
+        for rank, collectives in by_rank.items():
+            for bucket in collectives[_same_collective(collectives, key)].itertuples():
+                said = hover if named_by is None else f"the tensors rank {named_by}'s lane names"
+                named_by = rank if named_by is None else named_by
+                drawn[rank].append((name, bucket, said if hover else ""))
+    return drawn
 
 
 def _collective_rows(by_rank: dict[int, pd.DataFrame]) -> list[tuple[Any, float]]:
@@ -181,38 +194,50 @@ def stamps(collective) -> dict:
             "blocking": bool(blocking) if pd.notna(blocking) else False}  # fmt: skip
 
 
-def _add_bucket(figure: go.Figure, row: str, bucket, *, rank: int | None = None, lane=(0, 1), holds: str = "") -> None:
-    """The all-reduce from launch to completion, in `lane` (its index, of how many) of the bucket's row, named
-    and coloured by `rank` where several ranks share the row; one without a completion stamp is drawn, hatched,
-    to the end of the sync phase, where the overlap figures count it until (harness.analysis.overlap). Where it
-    waited for an earlier bucket's launch (buckets launch in order), a grey bar before it spans that wait."""
-    stamped = pd.notna(bucket.done_ms)
-    done = bucket.done_ms if stamped else _sync_end(bucket)
-    done_text = f"done {done:.2f} ms" if stamped else "done: not stamped (counted until the end of sync)"
+def _add_buckets(figure: go.Figure, buckets: list, *, rank: int | None = None, lane=(0, 1)) -> None:
+    """One rank's collectives, each (its row, its timeline row, what it holds) from launch to completion, in
+    `lane` (its index, of how many) of the bucket's row, named and coloured by `rank` where several ranks share the
+    row; one without a completion stamp is drawn, hatched, to the end of the sync phase, where the overlap figures
+    count it until (harness.analysis.overlap). Where one waited for an earlier bucket's launch (buckets launch in
+    order), a grey bar before it spans that wait. A trace a rank, each bar's figures in its customdata under one
+    hovertemplate: a trace and a template a bar repeated them for every bucket and rank (gpt2/small, caps 1 and 5,
+    3 ranks: its run page 202 KB, 152 KB so)."""
+    if not buckets:
+        return
     whose = "" if rank is None else f"rank {rank}: "
-    name = f"{whose}collective in flight"
-    place = _lane_place(*lane)
+    name, place = f"{whose}collective in flight", _lane_place(*lane)
+    spans = [(row, b, held, b.done_ms if pd.notna(b.done_ms) else _sync_end(b)) for row, b, held in buckets]
     figure.add_trace(
         go.Bar(
-            name=name, legendgroup=name, showlegend=not _named(figure, name), orientation="h", y=[row],
-            x=[done - bucket.launched_ms], base=[bucket.launched_ms], **place,
+            name=name, legendgroup=name, showlegend=not _named(figure, name), orientation="h",
+            y=[row for row, *_ in spans], x=[end - b.launched_ms for _, b, _, end in spans],
+            base=[b.launched_ms for _, b, _, _ in spans], **place,
             marker_color=RANK_COLOURS[lane[0] % len(RANK_COLOURS)] if rank is not None else BUCKET_COLOUR,
-            marker_pattern_shape="" if stamped else "/",
-            hovertemplate=(f"{whose}{collective_name(bucket)} ({size_label(bucket.bytes)}): ready "
-                           f"{bucket.ready_ms:.2f} ms, launched {bucket.launched_ms:.2f} ms, {done_text}, in flight "
-                           f"{done - bucket.launched_ms:.2f} ms{'<br>holds ' * bool(holds)}{holds}"
-                           "<extra></extra>"),
+            marker_pattern_shape=["" if pd.notna(b.done_ms) else "/" for _, b, _, _ in spans],
+            customdata=[[collective_name(b), size_label(b.bytes), b.ready_ms, _done_text(b, end),
+                         f"<br>holds {held}" if held else "", end - b.launched_ms] for _, b, held, end in spans],
+            # in flight from customdata: a based bar's %{x} is where it ends, not its length
+            hovertemplate=(f"{whose}%{{customdata[0]}} (%{{customdata[1]}}): ready %{{customdata[2]:.2f}} ms, "
+                           "launched %{base:.2f} ms, %{customdata[3]}, in flight %{customdata[5]:.2f} ms"
+                           "%{customdata[4]}<extra></extra>"),
         )
     )  # fmt: skip
-    if bucket.launched_ms - bucket.ready_ms > 0.01:  # waited for an earlier bucket: in-order launch
+    waited = [(row, b) for row, b, _ in buckets if b.launched_ms - b.ready_ms > 0.01]  # in-order launch
+    if waited:
         figure.add_trace(
             go.Bar(
-                name=WAITED, legendgroup="ready", showlegend=not _named(figure, WAITED), orientation="h", y=[row],
-                x=[bucket.launched_ms - bucket.ready_ms], base=[bucket.ready_ms], **place, marker_color="#bbbbbb",
-                hovertemplate=(f"{whose}{collective_name(bucket)} ready at {bucket.ready_ms:.2f} ms, launched "
-                               f"{bucket.launched_ms:.2f} ms<extra></extra>"),
+                name=WAITED, legendgroup="ready", showlegend=not _named(figure, WAITED), orientation="h",
+                y=[row for row, _ in waited], x=[b.launched_ms - b.ready_ms for _, b in waited],
+                base=[b.ready_ms for _, b in waited], **place, marker_color="#bbbbbb",
+                customdata=[[collective_name(b), b.launched_ms] for _, b in waited],
+                hovertemplate=(f"{whose}%{{customdata[0]}} ready at %{{base:.2f}} ms, launched "
+                               "%{customdata[1]:.2f} ms<extra></extra>"),
             )
         )  # fmt: skip
+
+
+def _done_text(bucket, done: float) -> str:
+    return f"done {done:.2f} ms" if pd.notna(bucket.done_ms) else "done: not stamped (counted until the end of sync)"
 
 
 def _lane_place(index: int, lanes: int) -> dict:

@@ -150,10 +150,13 @@ def test_a_collective_without_a_completion_is_drawn_to_the_end_of_sync_and_says_
          "done_ms": np.nan, "forward_ms": 1.0, "backward_ms": 4.0, "sync_ms": 3.0, "optimizer_ms": 1.0},
     ])  # fmt: skip
     figure = timelinefigures.bucket_timeline(configs, timeline, workload="mlp", world_size=2)
-    bars = [trace for trace in figure.data if trace.name == "collective in flight"]
-    assert [(b.base[0], b.x[0]) for b in bars] == [(2.0, 2.0), (4.5, 3.5)]  # ends at 1 + 4 + 3 = 8 ms
-    assert "done 4.00 ms" in bars[0].hovertemplate
-    assert "done: not stamped (counted until the end of sync)" in bars[1].hovertemplate
+    [bars] = [trace for trace in figure.data if trace.name == "collective in flight"]
+    assert list(zip(bars.base, bars.x, strict=True)) == [(2.0, 2.0), (4.5, 3.5)]  # ends at 1 + 4 + 3 = 8 ms
+    assert [row[3] for row in bars.customdata] == ["done 4.00 ms", "done: not stamped (counted until the end of sync)"]
+    assert list(bars.marker.pattern.shape) == ["", "/"] and "%{customdata[3]}" in bars.hovertemplate
+    # in flight from launch, not %{x}: a based bar's x in its hover is where it ends
+    assert [row[5] for row in bars.customdata] == [2.0, 3.5]
+    assert "in flight %{customdata[5]:.2f} ms" in bars.hovertemplate
 
 
 def test_the_model_chart_says_its_measured_line_is_stocks_geometric_mean_of_repeats():
@@ -349,16 +352,18 @@ def test_each_ranks_bucket_is_drawn_in_a_lane_of_its_own_in_that_buckets_row():
     for trace in figure.data:
         if trace.name.endswith("collective in flight"):
             rank = int(trace.name.split(":")[0].removeprefix("rank "))
-            lanes[(trace.y[0], rank)] = (trace.offset, trace.offset + trace.width)
-            assert trace.hovertemplate.startswith(f"rank {rank}: bucket {trace.y[0].split()[2]} (")
+            assert trace.hovertemplate.startswith(f"rank {rank}: %{{customdata[0]}} (%{{customdata[1]}})")
+            for row, (bucket, size, *_) in zip(trace.y, trace.customdata, strict=True):
+                lanes[(row, rank)] = (trace.offset, trace.offset + trace.width)
+                assert row == f"bucketed: {bucket} ({size})"
     assert len(lanes) == 12 and {rank for _, rank in lanes} == {0, 1, 2}
     for b in range(4):
         extents = sorted(lanes[(rows[3 + b], rank)] for rank in range(3))
         assert extents == [lanes[(rows[3 + b], rank)] for rank in range(3)]  # rank 0's lane on top (lowest)
         assert all(upper <= lower for (_, upper), (lower, _) in itertools.pairwise(extents))  # no two overlap
-    waits = [t for t in figure.data if t.name == timelinefigures.WAITED]
-    waited = {int(t.hovertemplate.split(":")[0].removeprefix("rank ")): t.x[0] for t in waits}  # launched − ready
-    assert len(waits) == 12 and waited == {rank: pytest.approx(1.0 + rank) for rank in range(3)}
+    waits = [t for t in figure.data if t.name == timelinefigures.WAITED]  # a trace a rank: launched − ready
+    waited = {int(t.hovertemplate.split(":")[0].removeprefix("rank ")): list(t.x) for t in waits}
+    assert waited == {rank: [pytest.approx(1.0 + rank)] * 4 for rank in range(3)}
     assert figure.layout.height >= timelinefigures.row_height(3) * len(rows)
 
 
@@ -453,6 +458,15 @@ def test_a_bucket_names_what_it_holds_only_where_ddps_rule_gives_its_measured_by
     figure = timelinefigures.bucket_timeline(configs, _bucketed_step({0: laid, 1: laid}), workload="m",
                                              world_size=2, holds=contents.of)  # fmt: skip
     assert "stock bucket_cap_mb=1: bucket 0 (1000 B: layer3.weight + 1 more)" in figure.layout.yaxis.categoryarray
+    # one trace and one hover template a rank; the tensors named in rank 0's lane, rank 1's pointing to it (a copy a
+    # lane grew a gpt2 page by half)
+    lanes = {t.name: t for t in figure.data if t.name.endswith("collective in flight")}
+    assert list(lanes) == ["rank 0: collective in flight", "rank 1: collective in flight"]
+    held = {r: {row[0]: row[4] for row in lanes[f"rank {r}: collective in flight"].customdata} for r in (0, 1)}
+    assert held[0]["bucket 0"] == f"<br>holds {hover}" and held[1]["bucket 0"] == (
+        "<br>holds the tensors rank 0's lane names"
+    )
+    assert held[0]["broadcast buffers"] == ""  # rank 0's alone, no bucket's tensors
     line = held_up.held_up_lines(configs, _bucketed_step({0: laid, 1: laid}), workload="m", world_size=2,
                                  holds=contents.of)  # fmt: skip
     assert "ending when bucket 2 completed (400 B: layer0.weight," in line[0]
