@@ -252,7 +252,7 @@ def _lane_place(index: int, lanes: int) -> dict:
 
 def _add_collectives_row(figure: go.Figure, row: str, collectives: pd.DataFrame) -> None:
     """Every collective of a step in one row, each from launch to completion (one without a stamp to the end
-    of sync, as _add_bucket draws it), one trace: bars that touch read as one busy stretch."""
+    of sync, as _add_buckets draws it), one trace: bars that touch read as one busy stretch."""
     buckets = list(collectives.itertuples())
     spans = [(b, b.done_ms if pd.notna(b.done_ms) else _sync_end(b)) for b in buckets]
     figure.add_trace(
@@ -260,9 +260,11 @@ def _add_collectives_row(figure: go.Figure, row: str, collectives: pd.DataFrame)
             name="collective in flight", legendgroup="bucket", showlegend=not _named(figure, "collective in flight"),
             orientation="h", y=[row] * len(buckets), x=[end - b.launched_ms for b, end in spans],
             base=[b.launched_ms for b in buckets], marker_color=BUCKET_COLOUR,
-            customdata=[[collective_name(b), size_label(b.bytes), b.ready_ms, end] for b, end in spans],
+            customdata=[[collective_name(b), size_label(b.bytes), b.ready_ms, end, end - b.launched_ms]
+                        for b, end in spans],
             hovertemplate=("%{customdata[0]} (%{customdata[1]}): ready %{customdata[2]:.2f} ms, launched "
-                           "%{base:.2f} ms, done %{customdata[3]:.2f} ms, in flight %{x:.2f} ms<extra></extra>"),
+                           "%{base:.2f} ms, done %{customdata[3]:.2f} ms, in flight %{customdata[4]:.2f} ms"
+                           "<extra></extra>"),  # not %{x}: a based bar's is where it ends
         )
     )  # fmt: skip
 

@@ -245,6 +245,8 @@ def test_a_step_of_many_collectives_is_one_row_each_at_its_own_time():
     [bars] = [trace for trace in figure.data if trace.name == "collective in flight"]
     assert list(bars.base) == [5.0 + i for i in range(many)] and bars.x[1] == 0.5
     assert bars.x[0] == 1.0 + 4.0 + many - 5.0  # unstamped: drawn to the end of sync, as a bucket's row draws it
+    # its hover's time in flight is the bar's length: plotly's %{x} of a based bar is where it ends (launch + length)
+    assert [row[4] for row in bars.customdata] == list(bars.x) and "%{x" not in bars.hovertemplate
 
 
 def test_the_scaling_chart_says_its_throughput_is_the_median_steps_not_the_bars_window():
