@@ -255,6 +255,10 @@ def add_predict_parser(commands) -> None:
         action="store_true",
         help="with --save-profile: save a fit that is refused as poor or as another GPU's",
     )
+    predict.add_argument("--detail", action="store_true",
+                         help="with several --cluster and a step: each cluster's prediction too (its busbw checked, "
+                         "memory per rank, the step per bucket cap, its answer), under the bookings compared; "
+                         "without it, the bookings, the choice and the warnings")  # fmt: skip
     predict.add_argument("--nodes", metavar="N,…|NAME=N,…",
                          help=f"node counts to predict on every --cluster (default: 1,2,4 for collectives, "
                          f"{predict_cluster.DEFAULT_NODES} for steps); with several, NAME=N,… gives each its own "

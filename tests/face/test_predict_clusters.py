@@ -33,7 +33,7 @@ def test_two_clusters_one_bounded_are_compared_after_each_ones_prediction(tmp_pa
     shutil.copytree(DATA / "cpu_run", tmp_path / "cpu_run")
     out = tmp_path / "both.csv"
     assert cli.main(["predict", "--run", "cpu_run", "--results", str(tmp_path), "--cluster", "dgx-a100,dgx-h100",
-                     "--nodes", "1,2", "--local-step-ms", "310", "--local-step-gpu", "a100-sxm4-80gb",
+                     "--detail", "--nodes", "1,2", "--local-step-ms", "310", "--local-step-gpu", "a100-sxm4-80gb",
                      "--out", str(out)]) == 0  # fmt: skip
     said, warned = capsys.readouterr()
     for cluster in ("dgx-a100", "dgx-h100"):  # each cluster's own prediction, in the order given
@@ -81,12 +81,31 @@ def test_two_clusters_one_bounded_are_compared_after_each_ones_prediction(tmp_pa
                       "--batch-size N") == 1  # fmt: skip
 
 
+def test_several_clusters_say_the_bookings_and_the_choice_and_leave_each_ones_lines_to_detail(tmp_path, capsys):
+    """Three clusters' predictions printed 239 lines under the bookings (each one's busbw checks, memory, the step per
+    cap, its answer): the short form says the bookings, the choice and the warnings, and what --detail adds."""
+    shutil.copytree(DATA / "cpu_run", tmp_path / "cpu_run")
+    flags = ["predict", "--run", "cpu_run", "--results", str(tmp_path), "--cluster", "dgx-a100,dgx-h100", "--nodes",
+             "1,2", "--local-step-ms", "310", "--local-step-gpu", "a100-sxm4-80gb"]  # fmt: skip
+    assert cli.main(flags) == 0
+    short = capsys.readouterr()
+    assert cli.main([*flags, "--detail"]) == 0
+    detail = capsys.readouterr()
+    rows, verdict = _comparison(short.out)
+    assert verdict.startswith("ddpbench predict: fastest: ") and rows == _comparison(detail.out)[0]
+    last = short.out.strip().splitlines()[-1]
+    left = int(re.search(r"\((\d+) lines: ", last).group(1))
+    assert last.endswith("printed with --detail") and "the step per bucket cap on" not in short.out
+    assert len(detail.out.splitlines()) == len(short.out.splitlines()) - 1 + left  # all of it, but the pointer
+    assert short.err.count("ddpbench: warning: ") >= 3  # the warnings kept: no state per rank, the size, the peak
+
+
 def test_a_batch_asked_is_the_one_the_throughput_counts(tmp_path, capsys):
     """--batch-size: the step given was timed at that batch, so a booking's samples a second count it and the run's
     batch is no longer said to be the one they rest on."""
     shutil.copytree(DATA / "cpu_run", tmp_path / "cpu_run")
     assert cli.main(["predict", "--run", "cpu_run", "--results", str(tmp_path), "--cluster", "dgx-a100,dgx-h100",
-                     "--nodes", "1", "--local-step-ms", "310", "--local-step-gpu", "a100-sxm4-80gb",
+                     "--detail", "--nodes", "1", "--local-step-ms", "310", "--local-step-gpu", "a100-sxm4-80gb",
                      "--batch-size", "32"]) == 0  # fmt: skip
     said = capsys.readouterr().out
     assert "the run's batch" not in said
@@ -105,7 +124,7 @@ def test_a_batch_given_even_the_runs_own_is_not_asked_for(small_run, capsys):
     assert caveat in said  # without --batch-size: the run's batch, said so
     batch = re.search(r"a GPU's samples a step: (\d+), the run's batch", said)[1]
     for flags in (["--cluster", "dgx-h100", "--local-step-ms", "0.2", "--batch-size", batch],
-                  ["--cluster", "dgx-h100,dgx-h200", "--local-step-ms", "dgx-h100=0.2,dgx-h200=0.15",
+                  ["--cluster", "dgx-h100,dgx-h200", "--detail", "--local-step-ms", "dgx-h100=0.2,dgx-h200=0.15",
                    "--batch-size", f"dgx-h100={batch},dgx-h200={batch}"]):  # fmt: skip
         assert cli.main([*base, *flags]) == 0
         assert caveat not in capsys.readouterr().out, flags
@@ -116,7 +135,8 @@ def test_the_steps_words_are_said_once_not_a_clusters(tmp_path, capsys):
     what the full size's floors are were said once per cluster, word for word."""
     shutil.copytree(DATA / "cpu_run", tmp_path / "cpu_run")
     assert cli.main(["predict", "--run", "cpu_run", "--results", str(tmp_path), "--cluster", "dgx-a100,dgx-h200",
-                     "--nodes", "1", "--local-step-ms", "1", "--local-step-gpu", "a100-sxm4-80gb"]) == 0  # fmt: skip
+                     "--detail", "--nodes", "1", "--local-step-ms", "1",
+                     "--local-step-gpu", "a100-sxm4-80gb"]) == 0  # fmt: skip
     said = capsys.readouterr().out
     assert said.count("the step per bucket cap on ") == 2  # each cluster's table, under the one line of floors
     assert said.count("ddpbench predict: --local-step-ms 1 for mlp's full size (8 samples a GPU) is ") == 1
@@ -145,7 +165,7 @@ def test_a_fitted_profiles_file_is_named_by_its_stem_and_priced_by_it(tmp_path, 
     path = str(tmp_path / "A100FIT.toml")
     for key in ("A100FIT", path):
         assert cli.main(["predict", "--run", "cpu_run", "--results", str(tmp_path), "--cluster", f"{path},dgx-h200",
-                         "--nodes", "1", "--local-step-ms", "310", "--local-step-gpu", "a100-sxm4-80gb",
+                         "--detail", "--nodes", "1", "--local-step-ms", "310", "--local-step-gpu", "a100-sxm4-80gb",
                          "--gpu-hour-price", f"{key}=1.9,dgx-h200=3.6"]) == 0  # fmt: skip
         said = capsys.readouterr().out
         table, _ = _comparison(said)
@@ -165,6 +185,7 @@ def test_the_bookings_are_what_each_clusters_answer_books(small_run, tmp_path, c
     flags = [
         "--cluster",
         "dgx-h100,dgx-h200",
+        "--detail",
         "--nodes",
         "1,2",
         "--caps",
@@ -205,7 +226,7 @@ def test_each_clusters_own_nodes_are_the_bookings_and_the_verdicts_compared(tmp_
     shutil.copytree(DATA / "cpu_run", tmp_path / "cpu_run")
     out = tmp_path / "pair.csv"
     assert cli.main(["predict", "--run", "cpu_run", "--results", str(tmp_path), "--cluster", "dgx-a100,dgx-h200",
-                     "--nodes", "dgx-a100=2,dgx-h200=1", "--gpu-hour-price", "dgx-a100=1.9,dgx-h200=3.6",
+                     "--detail", "--nodes", "dgx-a100=2,dgx-h200=1", "--gpu-hour-price", "dgx-a100=1.9,dgx-h200=3.6",
                      "--local-step-ms", "310", "--local-step-gpu", "a100-sxm4-80gb", "--batch-size", "128",
                      "--out", str(out)]) == 0  # fmt: skip
     said = capsys.readouterr().out
@@ -354,7 +375,7 @@ def test_a_cluster_named_twice_is_predicted_once_as_the_note_says(tmp_path, caps
     """--cluster dgx-a100,dgx-a100 said 'each is predicted once', then refused 'dgx-a100,dgx-a100' as no profile."""
     shutil.copytree(DATA / "cpu_run", tmp_path / "cpu_run")
     assert cli.main(["predict", "--run", "cpu_run", "--results", str(tmp_path), "--cluster", "dgx-a100,dgx-a100",
-                     "--nodes", "1", "--local-step-ms", "310"]) == 0  # fmt: skip
+                     "--detail", "--nodes", "1", "--local-step-ms", "310"]) == 0  # fmt: skip
     said = capsys.readouterr().out
     assert "--cluster 'dgx-a100,dgx-a100' repeats a value: each is predicted once" in said
     assert said.count("the step per bucket cap on dgx-a100 ") == 1 and "the bookings compared" not in said
@@ -374,7 +395,7 @@ def test_at_the_prices_given_each_booking_costs_its_gpu_hours_times_its_clusters
     GPU-hours say the price ratio under which they cost least, from the table's own figures."""
     shutil.copytree(DATA / "cpu_run", tmp_path / "cpu_run")
     args = ["predict", "--run", "cpu_run", "--results", str(tmp_path), "--cluster", "dgx-a100,dgx-h100", "--nodes",
-            "1,2", "--local-step-ms", "310", "--local-step-gpu", "a100-sxm4-80gb"]  # fmt: skip
+            "1,2", "--detail", "--local-step-ms", "310", "--local-step-gpu", "a100-sxm4-80gb"]  # fmt: skip
     assert cli.main(args) == 0
     table, verdict = _comparison(capsys.readouterr().out)
     hours = {row[0]: [float(v) for v in row[6].split("–")] for row in table}
@@ -502,7 +523,7 @@ def test_each_cluster_is_priced_at_its_own_batch_and_its_step_there(tmp_path, ca
     shutil.copytree(DATA / "cpu_run", tmp_path / "cpu_run")
     out = tmp_path / "each.csv"
     assert cli.main(["predict", "--run", "cpu_run", "--results", str(tmp_path), "--cluster", "dgx-a100,dgx-h200",
-                     "--nodes", "dgx-a100=2,dgx-h200=1", "--local-step-gpu", "a100-sxm4-80gb",
+                     "--detail", "--nodes", "dgx-a100=2,dgx-h200=1", "--local-step-gpu", "a100-sxm4-80gb",
                      "--batch-size", "dgx-a100=128,dgx-h200=512", "--local-step-ms", "dgx-a100=310,dgx-h200=1200",
                      "--out", str(out)]) == 0  # fmt: skip
     said = capsys.readouterr().out

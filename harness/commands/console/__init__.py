@@ -97,6 +97,15 @@ def ahead():
         _HELD, _AHEAD_OF = before, None
 
 
+def drop_held() -> int:
+    """Inside `ahead`: the stdout lines `held` kept, left unsaid, its stderr's (warnings) kept; how many were left
+    (predict --cluster A,B's short form: the bookings, without each cluster's prediction under them)."""
+    kept = _AHEAD_OF[0]
+    left = sum(not err for _, err in kept)
+    kept[:] = [(line, err) for line, err in kept if err]
+    return left
+
+
 def said_ahead() -> bool:
     """Inside `ahead`: what is said now reads before what `held` keeps, so it points to those lines as below."""
     return _AHEAD_OF is not None

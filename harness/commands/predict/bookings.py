@@ -270,6 +270,11 @@ def predict_each(args: argparse.Namespace, first, profile, caps: list[float], *,
             note = run_batch_caveat(batch, step_given=bool(args.local_step_ms), batch_given=bool(args.batch_size))
             bookings.compared(booked, tokens=tokens is not None, ends=ends, note=note, prices=args.gpu_hour_prices,
                               gpus=gpus, far_below_peak=far, samples=args.train_samples_count)  # fmt: skip
+            if not getattr(args, "detail", True):  # the short form: 100-200 lines of 3 clusters' tables left out
+                left = console.drop_held()
+                console.say(f"ddpbench predict: each cluster's answer and 'Why' that these lines point to, with the "
+                            f"prediction under it ({left} lines: its busbw checked, memory per rank, the step per "
+                            "bucket cap), printed with --detail")  # fmt: skip
         elif several:  # no step: why no booking, once for every cluster
             from harness.commands.console.predict import steps
 
