@@ -90,8 +90,9 @@ class CoreShare:
 
     @property
     def scale(self) -> float:
-        """The scale the step is priced at: the run's own slowdown where measured, else the floor."""
-        return self.floor if self.carried is None else self.carried
+        """The scale the step is priced at: the run's own slowdown where measured, else the floor; never below the
+        floor (a baseline at w2 read 0.99× its one-rank step here: the launches' noise, not sharing for free)."""
+        return self.floor if self.carried is None else max(self.carried, self.floor)
 
     @property
     def bounds(self) -> tuple[float, float]:

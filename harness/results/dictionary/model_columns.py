@@ -162,7 +162,7 @@ PREDICTIONS = Table(
         C("reducer_ms", F64, MS, "DDP's own cost with nothing to communicate: median `stock` (every cap) − `local` at world size 1, added to backward"),
         C("buckets", I32, COUNT, "buckets in the simulated assignment"),
         NETWORK,
-        C("shared_cores_scale", F64, RATIO, "where the world size's ranks outnumber the run's cores (run.json's `usable_cpus`): how much slower each rank's compute is priced in `predicted_ms` and `predicted_contention_ms`, as `predict --run` prices it (the run's `local` step at its largest world size ≥ 2 over its one-rank step, times the further ranks per core; without such a step, ranks / cores alone, a floor); null at a rank to a core"),
+        C("shared_cores_scale", F64, RATIO, "where the world size's ranks outnumber the run's cores (run.json's `usable_cpus`): how much slower each rank's compute is priced in `predicted_ms` and `predicted_contention_ms`, as `predict --run` prices it (the run's `local` step at its largest world size ≥ 2 over its one-rank step, times the further ranks per core, never below ranks / cores; without such a step, ranks / cores alone, a floor); null at a rank to a core"),
     ),
     later=frozenset({"shared_cores_scale"}),
 )  # fmt: skip

@@ -29,9 +29,12 @@ def share_words(share) -> str:
                 f"has none at {missing})")  # fmt: skip
     further = share.world / max(share.measured_world, share.cores)
     carried = f" × {further:.3g} (ranks per core beyond it)" if further != 1 else ""
-    return (f"{sharing}: compute slowed ×{share.carried:.3g}, measured: the run's baseline at "
-            f"w{share.measured_world} over its one-rank step (×{share.measured_ratio:.3g}){carried}; "
-            f"{floor} alone would be the floor")  # fmt: skip
+    measured = f"the run's baseline at w{share.measured_world} over its one-rank step (×{share.measured_ratio:.3g})"
+    if share.carried < share.floor:  # priced at the floor (CoreShare.scale): the measured slowdown is noise below it
+        return (f"{sharing}: compute slowed {floor}, the floor: measured, {measured}{carried} is "
+                f"×{share.carried:.3g}, below the least the sharing costs (the steps' noise)")  # fmt: skip
+    return (f"{sharing}: compute slowed ×{share.carried:.3g}, measured: {measured}{carried}; {floor} alone would be "
+            "the floor")  # fmt: skip
 
 
 def share_at(run_dir, setup: dict, world: int):
