@@ -142,6 +142,16 @@ def test_a_booking_says_compute_or_communication_bound_from_its_picks_own_expose
     )  # fp16's hook, as choose notes it
     assert exposed_ms(rows.assign(compressed_full_size_exposed_ms=420.0), hooked) == 420.0  # the hook's own figure
     assert pd.isna(exposed_ms(rows.drop(columns="full_size_exposed_ms"), floored))  # not in the rows: not said
+    # no choice (no model state per rank, as a CPU run at 1 and 2 ranks has): DDP at its answer's cap, its own figure,
+    # the floor's where the floor ranks it (the side by side had no bound column at all)
+    (ddp,) = of_cluster("l4-cloud", 8, [rows], [{}], batch=8)
+    assert (ddp.book, ddp.step_ms, ddp.exposed_ms) == ("DDP at 25 MiB", (1279.0,), 13.3)
+    (floor,) = of_cluster("l4-cloud", 8, [rows.assign(full_size_step_floor_ms=[1500.0, 1400.0])], [{}], batch=8)
+    assert (floor.step_ms, floor.exposed_ms, console_bookings.bound_cell(floor)) == (
+        (1400.0,),
+        835.0,
+        "comm 60% (835 ms)",
+    )
     small = dataclasses.replace(w16, exposed_ms=13.3, step_ms=(457.3,))
     assert console_bookings.bound_cell(small) == "compute 3% (13.3 ms)"
     assert console_bookings.bound_cell(dataclasses.replace(w16, exposed_ms=float("nan"))) == ""

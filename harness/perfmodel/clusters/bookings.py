@@ -187,7 +187,8 @@ def _pick(rows: pd.DataFrame, choice: Choice | None) -> _Picked:
     step = float(row["step_ms"])
     floored = floor > step  # NaN where no floor: False
     step = floor if floored else step
-    return _Picked(f"DDP at {float(row['bucket_cap_mb']):g} MiB", (), (step, step), floored, ())
+    exposed = float(row.get(EXPOSED["DDP"][int(floored)], float("nan")))  # the step's own: the floor's where it ranks
+    return _Picked(f"DDP at {float(row['bucket_cap_mb']):g} MiB", (), (step, step), floored, (), exposed_ms=exposed)
 
 
 def _strategies(book: str) -> list[str]:
