@@ -49,10 +49,15 @@ def test_a_booking_is_the_choices_fastest_pick_and_its_figures_follow_from_its_s
     assert w8.per_s == (pytest.approx(8 * 128 / 0.1),) and w8.gpu_hours == (pytest.approx(0.1 * 1e6 / 128 / 3600),)
     assert not w16.fits and w16.book == ""  # none modelled fits: nothing to rank
     # no choice (no memory counted): DDP at its answer's cap, its full-size floor where higher
-    (w8,) = of_cluster("dgx-a100", 8, [_rows({8: [105.0, 100.0]}).assign(full_size_step_floor_ms=[90.0, 120.0])],
+    (w8,) = of_cluster("dgx-a100", 8, [_rows({8: [105.0, 100.0]}).assign(full_size_step_floor_ms=[130.0, 120.0])],
                        [{}], batch=4, tokens=4096.0)  # fmt: skip
     assert (w8.book, w8.step_ms, w8.at_least) == ("DDP at 25 MiB", (120.0,), True)
     assert w8.per_s == (pytest.approx(8 * 4096 / 0.12),)  # tokens a second, where a GPU's tokens a step are known
+    # at the cap its answer books, by the floors (ranked_row): 1 MiB's 105 ms, not the small profile's 25 MiB at its
+    # 120 ms floor (dgx-h100 read 'DDP at 25 MiB ≥6.92' above an answer of 100 MiB, at least 6.45 ms)
+    (w8,) = of_cluster("dgx-a100", 8, [_rows({8: [105.0, 100.0]}).assign(full_size_step_floor_ms=[90.0, 120.0])],
+                       [{}], batch=4)  # fmt: skip
+    assert (w8.book, w8.step_ms, w8.at_least) == ("DDP at 1 MiB", (105.0,), False)
 
 
 def test_a_ranking_is_decided_where_every_corner_agrees_and_a_tie_stays_a_tie():
@@ -328,7 +333,7 @@ def test_caps_that_differ_by_cluster_are_said_beside_each_ones_all_reduces_again
 
 def test_a_booking_carries_its_all_reduces_at_the_cap_booked_the_full_sizes_where_a_floor_ranks_it():
     rows = _rows({8: [105.0, 100.0]}).assign(comm_ms=[3.0, 2.0], full_size_comm_ms=[30.0, 20.0],
-                                             full_size_step_floor_ms=[120.0, 130.0])  # fmt: skip
+                                             full_size_step_floor_ms=[130.0, 120.0])  # fmt: skip
     (w8,) = of_cluster("dgx-h100", 8, [rows], [{}], batch=128, backward_ms=16.4)
     assert (w8.book, w8.allreduce_ms, w8.backward_ms) == ("DDP at 25 MiB", 20.0, 16.4)  # its floor ranks it
     (small,) = of_cluster("dgx-h100", 8, [_rows({8: [105.0, 100.0]}).assign(comm_ms=[3.0, 2.0])], [{}], batch=128)

@@ -23,6 +23,7 @@ from harness.perfmodel.pick import bounds
 from harness.perfmodel.pick.choice import Choice, whole_step
 from harness.perfmodel.pick.choice_table import gpu_hours_per_step_ms
 from harness.perfmodel.pick.compressed import EXPOSED as HOOK_SENDS_LESS
+from harness.perfmodel.pick.ranked import ranked_row
 
 LEAD = agreement.SMALL_CAP_LEAD
 """Bookings within this of the best are tied: a lead under it is more than the model can tell (as the choice's)."""
@@ -167,7 +168,7 @@ def _pick(rows: pd.DataFrame, choice: Choice | None) -> _Picked:
     """The choice's pick, as its answer's table books it: its first, the rest tied; where its own costs leave it open,
     every pick named (as the table's 'fsdp or stock at 25 MiB': the answer leaves the one to book open), the step
     from the fastest without any own cost to the fastest with all of them (choice_table.step_cell's range); without a
-    choice, DDP at its answer's cap."""
+    choice, DDP at the cap its answer books (ranked.ranked_row: by the full size's floors where they rank it)."""
     if choice is not None:
         if not choice.picked:
             return _Picked("", (), None, False, ())
@@ -182,7 +183,7 @@ def _pick(rows: pd.DataFrame, choice: Choice | None) -> _Picked:
                        any(c.profiled_ms is not None for c in (first, last)), own,
                        tuple(c.need_mb / 1024 for c in booked),
                        float("nan") if choice.open_on else exposed_ms(rows, first))  # fmt: skip
-    row = agreement.answer_row(rows.reset_index(drop=True))
+    row = ranked_row(rows.reset_index(drop=True), "step_ms", "full_size_step_floor_ms")  # the answer's cap, by floors
     floor = float(row.get("full_size_step_floor_ms", float("nan")))
     step = float(row["step_ms"])
     floored = floor > step  # NaN where no floor: False
