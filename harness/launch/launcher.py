@@ -129,6 +129,7 @@ def _write_launch_plan(config: BenchConfig, plan: BenchRun, pending: list[Config
             "device": plan.device,
             "backend": pending[0].backend,
             "timeout_s": config.timeout_s,
+            "node_rank": config.node_rank,  # named where the nodes' plans disagree (harness.rank.same_plan)
             "context": plan.context,
             "written_before": str(written_before.resolve()),
             "configurations": [c.to_json() for c in pending],

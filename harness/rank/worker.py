@@ -30,6 +30,7 @@ from harness.measure import gradprofile
 from harness.rank.configuration import RankWatch, measure
 from harness.rank.dist import Session, distributed_session, leave_on_failure
 from harness.rank.housekeeping import exit_now, freeze_survivors, keep_freed_heap, release_memory
+from harness.rank.same_plan import check_same_plan
 
 
 def model_info(cfg: Configuration, session: Session, cache: dict[tuple, dict | None], run: Path) -> dict | None:
@@ -168,6 +169,7 @@ def _run_recorded(argv: list[str] | None = None) -> int:
                           clock if session.is_main else costs.CostClock())  # fmt: skip
         freeze_survivors()  # before the first configuration: garbage collections skip what imports made
         clock.lap("process group")
+        check_same_plan(plan, world_size=session.world_size, group=session.records_group)  # several nodes
         run_configurations(plan, session, watch=watch, plan_path=args.plan)
     return 0
 
