@@ -296,6 +296,8 @@ def _verdicts(config: BenchConfig, plan, *, repeat_s: float | None = None):
     from harness.commands.console import invoked
     from harness.results import store
 
+    if plan.node_rank:  # node 0 judges the rows, as rank 0 writes them: here some may not be written yet
+        return store.read_configs(plan.run)
     shutil.rmtree(RunFolder(plan.run).cached(""), ignore_errors=True)  # the run is over: nothing reuses its cache
     confidence = decide.confidence_for(config.repeats, config.max_repeats)  # auto's looks are paid for
     configs = store.read_configs(plan.run)  # every row written, read once for all four

@@ -65,6 +65,8 @@ def summarize(plan, wall_s: float, *, parity_failed: int = 0, run_command: tuple
     """The run's counts and wall time on the terminal and in `summary.json`; exit 1 if any failed. `run_command`: the
     run's bench command, which a fix its failures name is given with."""
     totals = write_summary(plan, wall_s, complete=True)
+    if plan.node_rank:  # node 0 holds the run: the counts, summary.json and the answer are its last lines
+        return node_ended(plan, wall_s, failed=totals["status_counts"].get("failed", 0))
     text = counts_text(totals["status_counts"], parity_failed=parity_failed)
     sessions = totals["sessions"]
     wall = console.seconds_text(wall_s)
@@ -93,6 +95,16 @@ def summarize(plan, wall_s: float, *, parity_failed: int = 0, run_command: tuple
     return EXIT_FAILED if failed else EXIT_OK
 
 
+def node_ended(plan, wall_s: float, *, failed: int) -> int:
+    """Another node's last line: what its launcher did. Node 0 writes the rows, their verdicts and summary.json, and may
+    still be writing them as this node ends: their counts and the answer are its own last lines."""
+    launches = f"{len(plan.launches)} launch{'es' if len(plan.launches) != 1 else ''}"
+    console.say(f"ddpbench: node {plan.node_rank}'s part of run {plan.run_id} ended in {console.seconds_text(wall_s)} "
+                f"({launches} of its ranks); node 0 holds the run: its last lines give the counts and the answer, its "
+                f"summary.json the run's time; results in {plan.run}/")  # fmt: skip
+    return EXIT_FAILED if failed else EXIT_OK
+
+
 def earlier_sessions(run: Path) -> dict[str, Any]:
     """What the run's earlier sessions recorded; {} for a new run (or a summary that cannot be read)."""
     from harness.results import store
@@ -106,7 +118,8 @@ def earlier_sessions(run: Path) -> dict[str, Any]:
 def write_summary(plan, wall_s: float, *, complete: bool) -> dict[str, Any]:
     """The run's `summary.json`: this session's figures (its counts, wall time, training steps and where the wall
     time went) added to the earlier sessions' (a run stopped and finished with `--resume` is one run; `session`
-    keeps the latest session's own), written, and returned."""
+    keeps the latest session's own), written (by node 0's launcher only: the other nodes' run beside it, in its
+    session), and returned."""
     from harness.analysis import stats
     from harness.results import store
 
@@ -114,7 +127,8 @@ def write_summary(plan, wall_s: float, *, complete: bool) -> dict[str, Any]:
     steps = store.read_steps(plan.run)
     ran_now = {c.config_id for c in plan.configurations}  # a resumed session counts only what it ran
     step_s = stats.training_seconds(steps[steps["config_id"].isin(ran_now)])
-    before = earlier_sessions(plan.run)
+    # another node's launcher runs beside node 0's, in node 0's session: its time is not one more session's
+    before = {} if plan.node_rank else earlier_sessions(plan.run)
     launched = configs["config_id"].isin(ran_now) & configs["status"].ne("skipped")
     # where the wall time went, phase by phase, the steps among them: no fixed cost (named so before 2026-12-05)
     # other: the launcher between launches, polling, the last read
@@ -141,5 +155,6 @@ def write_summary(plan, wall_s: float, *, complete: bool) -> dict[str, Any]:
             "launches": len(plan.launches),  # torchrun launches, retries included
         },
     }
-    store.write_json(Path(plan.run) / layout.SUMMARY_JSON, totals)
+    if not plan.node_rank:
+        store.write_json(Path(plan.run) / layout.SUMMARY_JSON, totals)
     return totals

@@ -48,6 +48,8 @@ class BenchRun:
     """The torchrun launches this session made, by name (a retry too): summary.json counts them."""
     session: str = ""
     """A resumed session's mark in its launches' records (`contention.session_mark`): it reuses their names."""
+    node_rank: int = 0
+    """This launcher's node: node 0 holds the run (its rows' verdicts, summary.json); another node only launches."""
 
 
 class RunIdTaken(ConfigError):
@@ -94,7 +96,7 @@ def create_run(
         "git_sha": environment.get("git_sha"),
     }
     if config.node_rank != 0:
-        return BenchRun(run_id, run, device, threads, configurations, context)
+        return BenchRun(run_id, run, device, threads, configurations, context, node_rank=config.node_rank)
     store.write_json(
         RunFolder(run).run_json,
         {
@@ -169,7 +171,9 @@ def resume_run(
             _set_aside(run, config_id)
     written = store.written_config_ids(run)
     pending = [c for c in configurations if c.config_id not in written]
-    plan = BenchRun(run_id, run, meta["device"], meta["threads_per_rank"], pending, meta["context"])
+    plan = BenchRun(
+        run_id, run, meta["device"], meta["threads_per_rank"], pending, meta["context"], node_rank=node_rank
+    )
     return config, plan, len(configurations) - len(pending)
 
 

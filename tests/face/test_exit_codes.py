@@ -45,5 +45,5 @@ def test_a_failed_configuration_is_the_failed_exit_code(tmp_path, monkeypatch):
         monkeypatch.setattr(summary.contention, "read", lambda *a, **k: None)
         monkeypatch.setattr(summary.ending, "answer_line", lambda run: "the answer: …")
         monkeypatch.setattr(summary.ending, "cap_line", lambda run, program: "")
-        plan = SimpleNamespace(run=tmp_path / "r", run_id="r", launches=[], session="")
+        plan = SimpleNamespace(run=tmp_path / "r", run_id="r", launches=[], session="", node_rank=0)
         assert summary.summarize(plan, 1.0) == code

@@ -4,6 +4,7 @@ results folder get distinct run folders."""
 
 from __future__ import annotations
 
+import shutil
 import socket
 import subprocess
 import sys
@@ -16,6 +17,7 @@ from harness.config.grid import expand
 from harness.launch import bench_run
 from harness.results import store
 
+FIXTURE = PROJECT / "tests" / "data" / "bucket_sweep"
 TINY = ["--impls", "naive", "--no-baseline", "--size", "tiny", "--steps", "3", "--warmup", "1", "--no-parity"]
 
 
@@ -46,6 +48,29 @@ def test_two_launchers_on_localhost_run_one_job_and_rank_0_writes(tmp_path):
     assert sorted(store.read_steps(tmp_path / "job")["rank"].unique()) == [0, 1]
     assert (tmp_path / "job" / "logs" / "world-2.node0.log").is_file()
     assert (tmp_path / "job" / "logs" / "world-2.node1.log").is_file()
+    # node 1's launcher ran beside node 0's, in its session: not a second session, nor its time added
+    assert store.read_json(tmp_path / "job" / "summary.json")["sessions"] == 1
+    assert "node 1's part of run job ended in " in outputs[1] and "sessions" not in outputs[1], outputs[1]
+    answer = "ddpbench: the answer (the strategy to deploy"  # said once, by the node that judges the rows
+    assert answer not in outputs[1] and answer in outputs[0]
+
+
+def test_another_node_neither_adds_a_session_to_summary_json_nor_says_the_runs_counts(tmp_path, capsys):
+    """Node 1 ending after node 0 had added its 36 s to node 0's summary as a second session ("over its 2 sessions
+    the run took 73 s, 8.9 s of training steps"), and the run page then spoke of a --resume none ran."""
+    from harness.commands import summary
+
+    run = tmp_path / "job"
+    shutil.copytree(FIXTURE, run)
+    written = {"sessions": 1, "wall_s": 36.0, "training_step_s": 4.5, "status_counts": {"ok": 8}, "complete": True}
+    store.write_json(run / "summary.json", written)
+    plan = bench_run.BenchRun("job", run, "cpu", 1, [], {}, launches=["world-2.node1"], node_rank=1)
+    assert summary.summarize(plan, 36.4) == 0
+    assert store.read_json(run / "summary.json") == written
+    out = capsys.readouterr().out
+    assert out == (f"ddpbench: node 1's part of run job ended in 36 s (1 launch of its ranks); node 0 holds the run: "
+                   f"its last lines give the counts and the answer, its summary.json the run's time; results in "
+                   f"{run}/\n")  # fmt: skip
 
 
 def test_two_runs_started_together_into_one_results_folder_do_not_clobber_each_other(tmp_path):
