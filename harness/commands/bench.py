@@ -20,7 +20,7 @@ from harness.commands import console
 from harness.commands.arguments import EXIT_FAILED, EXIT_SIGNAL
 from harness.commands.console import rounds
 from harness.commands.console.forecast import Auto
-from harness.commands.console.plan import say_plan
+from harness.commands.console.plan import say_nodes_wait, say_plan
 from harness.commands.console.progress import Progress, Status
 from harness.commands.resume import record_session, resume
 from harness.commands.summary import summarize, write_summary
@@ -256,8 +256,7 @@ def _session(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
     say_plan(plan, requested_dtype=config.dtype, grows=config.repeats == AUTO and not args.resume,
              auto=Auto(config.max_repeats, config.budget_s))  # fmt: skip
     if config.nnodes > 1:  # torchrun's rendezvous says nothing while it waits (up to its join timeout)
-        console.say(f"ddpbench: waiting for {config.nnodes} nodes at {config.rdzv_endpoint} … (each node runs "
-                    f"the same command with --run-id {plan.run_id}; torchrun waits up to 10 minutes)")  # fmt: skip
+        say_nodes_wait(config.nnodes, config.rdzv_endpoint, plan.run_id, timeout_s=config.timeout_s)
     # The session's clock starts with the command (the process, or the call): the budget, the wall time and its
     # split count what the user waited for, the start included.
     began = time.monotonic() - max(time.time() - args.started_at, 0.0)

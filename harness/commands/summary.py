@@ -77,6 +77,8 @@ def summarize(plan, wall_s: float, *, parity_failed: int = 0, run_command: tuple
     failed = totals["status_counts"].get("failed", 0)  # a failure is kept, not run again: how to, where it is counted
     command = invoked.resume_hint(plan.run_id, folder, more=("--retry-failed",))
     again = f"; {failed} failed: {console.retry_words(failed, command)}" if failed else ""
+    if failed and any(cfg.nnodes > 1 for cfg in plan.configurations):  # alone, node 0 would wait for the others
+        again += " on every node (each with its own --node-rank and --rdzv-endpoint)"
     if failed:
         from harness.results import store
 

@@ -70,16 +70,24 @@ def diagnose(run: Path, cfg: Configuration, end: LaunchEnd) -> dict[str, Any]:
     "connection reset" errors are echoes; else the earliest record a failing rank wrote; else
     the launch's log. A rank beyond the trainers is named for what it is (a parameter server)."""
     failure = _diagnose(run, cfg, end)
+    if cfg.nnodes > 1 and PEER_LOST.search(failure["error"]):
+        failure["error"] += (f" (across {cfg.nnodes} nodes a lost peer is most likely a rank or launcher of another "
+                             f"node that died: its log is logs/world-{cfg.world_size}.node<K>.log, in the run "
+                             "folder, where that node shares it)")  # fmt: skip
     rank = failure.get("rank")
     if rank is not None and rank >= cfg.world_size and failure["error"].startswith(f"rank {rank}"):
         failure["error"] = f"rank {rank} (the parameter server){failure['error'][len(f'rank {rank}') :]}"
     return failure
 
 
+PEER_LOST = re.compile(r"(closed|reset) by peer|Connection refused|Broken pipe", re.IGNORECASE)
+"""gloo's (and the OS's) words where the other end of a connection went away."""
+
+
 def _diagnose(run: Path, cfg: Configuration, end: LaunchEnd) -> dict[str, Any]:
     hint = end.hint if end.hint and end.hint.get("config_id") == cfg.config_id else None
     if end.hang is not None:
-        return {"error_kind": "timeout", "error": end.hang}
+        return {"error_kind": "timeout", "error": nodes_never_met(cfg, end) or end.hang}
     rank_failures = faults.read_rank_failures(run, cfg.config_id)
     memory = {r["rank"]: r.get("memory") or {} for r in rank_failures}
     died = _rank_that_died(run, end, hint, spoke={r["rank"] for r in rank_failures})
@@ -95,6 +103,20 @@ def _diagnose(run: Path, cfg: Configuration, end: LaunchEnd) -> dict[str, Any]:
             "memory": memory,
         }
     return _from_log(run, end, hint)
+
+
+def nodes_never_met(cfg: Configuration, end: LaunchEnd) -> str | None:
+    """A launch across nodes that never started a configuration: its ranks wait for every node (torchrun's
+    rendezvous, then the process group), so the ranks that "did not respond" never ran; a node that never came is
+    the likely cause, and what to do is said. None for one node, or a launch that came alive."""
+    if cfg.nnodes <= 1 or end.came_alive or end.hang is None:
+        return None
+    waited = end.hang.split(";")[0]  # 'timeout: no progress for 302 s (limit 300 s)'
+    return (f"{waited}, and no rank started a configuration: across {cfg.nnodes} nodes they start once every node "
+            "has joined (torchrun's rendezvous, then the process group); a node that never came (its launcher not "
+            "started, given another --run-id or --rdzv-endpoint, or unable to reach the endpoint) holds the rest: "
+            "start the same command on every node (each its --node-rank), e.g. `bench --resume RUN_ID "
+            "--retry-failed` on each")  # fmt: skip
 
 
 def _echo_file(run: Path, config_id: str, died: dict[str, Any], rank_failures: list[dict]) -> dict[str, Any]:

@@ -30,6 +30,14 @@ MIN_AUTO_TIMEOUT_S = 60.0
 # in a fresh launch the imports): without --timeout this long, with it at least FIRST_STEP_MIN_S.
 FIRST_STEP_S = 600.0
 FIRST_STEP_MIN_S = 30.0
+# torchrun's c10d rendezvous gives up on the nodes that have not joined after this (its default join_timeout).
+RENDEZVOUS_JOIN_S = 600.0
+
+
+def startup_limit_s(timeout_s: float | None) -> float:
+    """How long a launch waits for its first sign of life (across nodes: for every node to join) before it is
+    ended: the supervisor's limit, or torchrun's own where that comes first."""
+    return min(max(timeout_s or 0.0, STARTUP_S), RENDEZVOUS_JOIN_S)
 
 
 def die_with_parent() -> None:

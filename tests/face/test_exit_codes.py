@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -31,19 +32,37 @@ def test_bench_help_and_usage_say_every_exit_code_the_code_returns(capsys):
     assert "failed" in helped[arguments.EXIT_FAILED] and "SIGTERM" in helped[arguments.EXIT_SIGNAL["SIGTERM"]]
 
 
+def quiet_summary(monkeypatch, totals: dict) -> None:
+    """summarize with `totals` as written, and every line but the counts' stubbed."""
+    monkeypatch.setattr(summary, "write_summary", lambda *a, **k: totals)
+    monkeypatch.setattr(summary, "fix_words", lambda *a, **k: "")
+    monkeypatch.setattr("harness.results.store.read_configs", lambda run: None)
+    monkeypatch.setattr(summary.console, "fixed_cost_split", lambda *a, **k: None)
+    monkeypatch.setattr(summary.contention, "read", lambda *a, **k: None)
+    monkeypatch.setattr(summary.ending, "answer_line", lambda run: "the answer: …")
+    monkeypatch.setattr(summary.ending, "cap_line", lambda run, program: "")
+
+
+def totals_of(counts: dict) -> dict:
+    return {"status_counts": counts, "sessions": 1, "wall_s": 1.0, "training_step_s": 0.5,
+            "session": {"phases_s": {}, "training_step_s": 0.5}}  # fmt: skip
+
+
 def test_a_failed_configuration_is_the_failed_exit_code(tmp_path, monkeypatch):
     """summarize's code: EXIT_FAILED where a row failed, EXIT_OK where none did (a skipped one included)."""
-    from types import SimpleNamespace
-
     for counts, code in (({"ok": 3, "failed": 1}, arguments.EXIT_FAILED), ({"ok": 3, "skipped": 1}, arguments.EXIT_OK)):
-        totals = {"status_counts": counts, "sessions": 1, "wall_s": 1.0, "training_step_s": 0.5,
-                  "session": {"phases_s": {}, "training_step_s": 0.5}}  # fmt: skip
-        monkeypatch.setattr(summary, "write_summary", lambda *a, totals=totals, **k: totals)
-        monkeypatch.setattr(summary, "fix_words", lambda *a, **k: "")
-        monkeypatch.setattr("harness.results.store.read_configs", lambda run: None)
-        monkeypatch.setattr(summary.console, "fixed_cost_split", lambda *a, **k: None)
-        monkeypatch.setattr(summary.contention, "read", lambda *a, **k: None)
-        monkeypatch.setattr(summary.ending, "answer_line", lambda run: "the answer: …")
-        monkeypatch.setattr(summary.ending, "cap_line", lambda run, program: "")
-        plan = SimpleNamespace(run=tmp_path / "r", run_id="r", launches=[], session="", node_rank=0)
+        quiet_summary(monkeypatch, totals_of(counts))
+        plan = SimpleNamespace(run=tmp_path / "r", run_id="r", launches=[], session="", node_rank=0, configurations=[])
         assert summary.summarize(plan, 1.0) == code
+
+
+def test_a_failed_several_node_run_says_its_resume_runs_on_every_node(tmp_path, capsys, monkeypatch):
+    """Node 1 killed mid-run: node 0's line gave `bench --resume … --retry-failed`, which alone waits for node 1."""
+    quiet_summary(monkeypatch, totals_of({"ok": 1, "failed": 1}))
+    for nnodes, said in ((2, True), (1, False)):
+        plan = SimpleNamespace(run=tmp_path / "job", run_id="job", launches=[], session="", node_rank=0,
+                               configurations=[SimpleNamespace(nnodes=nnodes)])  # fmt: skip
+        assert summary.summarize(plan, 1.0) == arguments.EXIT_FAILED
+        out = capsys.readouterr().out
+        hint = "--retry-failed runs it again on every node (each with its own --node-rank and --rdzv-endpoint)"
+        assert (hint in out) is said, out

@@ -85,3 +85,48 @@ def test_a_log_outside_the_run_folder_is_named_absolute_and_not_said_to_be_in_it
                         backend="gloo", seed=0, parity=True)  # fmt: skip
     failure = diagnose.diagnose(run, cfg, LaunchEnd(returncode=1, log=log, hint=None, came_alive=False))
     assert failure["error"] == f"launch exited with code 1: SyntaxError: f-string: unmatched '[' (log: {log})"
+
+
+def two_nodes(tmp_path) -> tuple:
+    run = tmp_path / "r"
+    (run / "logs").mkdir(parents=True)
+    cfg = Configuration(config_id="0000-w2", impl="local", impl_options={}, workload="mlp", size="tiny",
+                        world_size=2, nnodes=2, batch_size=8, steps=2, warmup=1, dtype="fp32", device="cpu",
+                        backend="gloo", seed=0, parity=True)  # fmt: skip
+    return run, cfg
+
+
+def test_a_node_that_never_came_is_named_as_the_likely_cause_not_ranks_that_did_not_respond(tmp_path):
+    """Node 1 never started: node 0 said 'rank 0, 1 did not respond (stopped, dead, or holding the interpreter)'
+    after 302 s, of ranks that never ran, having said torchrun waits up to 10 minutes."""
+    run, cfg = two_nodes(tmp_path)
+    hang = ("timeout: no progress for 302 s (limit 300 s); rank 0, 1 did not respond (stopped, dead, or holding the "
+            "interpreter)")  # fmt: skip
+    end = LaunchEnd(returncode=-15, log=run / "logs" / "w.log", hint=None, came_alive=False, hang=hang)
+    failure = diagnose.diagnose(run, cfg, end)
+    assert failure["error_kind"] == "timeout"
+    assert failure["error"].startswith(
+        "timeout: no progress for 302 s (limit 300 s), and no rank started a "
+        "configuration: across 2 nodes they start once every node has joined"
+    )
+    assert "did not respond" not in failure["error"] and "--retry-failed` on each" in failure["error"]
+    alive = LaunchEnd(returncode=-15, log=run / "logs" / "w.log", hint=None, came_alive=True, hang=hang)
+    assert diagnose.diagnose(run, cfg, alive)["error"] == hang  # ranks that ran: theirs is the story
+
+
+def test_a_lost_peer_across_nodes_points_at_the_other_nodes_log(tmp_path):
+    """Node 1 killed mid-run: node 0's row said only gloo's 'Connection closed by peer … GLHF!'."""
+    run, cfg = two_nodes(tmp_path)
+    log = run / "logs" / "w.log"
+    log.write_text("RuntimeError: [../gloo/transport/tcp/pair.cc:561] Connection closed by peer [127.0.0.1]:19364\n")
+    failure = diagnose.diagnose(run, cfg, LaunchEnd(returncode=1, log=log, hint=None, came_alive=True))
+    assert failure["error"].endswith("(across 2 nodes a lost peer is most likely a rank or launcher of another node "
+                                     "that died: its log is logs/world-2.node<K>.log, in the run folder, where that "
+                                     "node shares it)")  # fmt: skip
+
+
+def test_the_nodes_wait_said_is_the_one_the_launch_keeps():
+    from harness.launch import supervise
+
+    assert supervise.startup_limit_s(None) == supervise.STARTUP_S == 300  # ended by the supervisor first
+    assert supervise.startup_limit_s(900) == supervise.RENDEZVOUS_JOIN_S  # torchrun gives up first

@@ -149,7 +149,7 @@ def test_a_rank_killed_without_a_word_points_its_row_at_the_traceback_its_peer_w
 
     log = tmp_path / "world-2.log"
     log.write_text(SUMMARY.format(code=-9, error_file="<N/A>"))
-    cfg = SimpleNamespace(config_id="0001-w2-mlp-tiny-stock", world_size=2)
+    cfg = SimpleNamespace(config_id="0001-w2-mlp-tiny-stock", world_size=2, nnodes=1)
     killed = LaunchEnd(1, log, None, came_alive=True)
     assert "error_file" not in diagnose(tmp_path, cfg, killed)  # no peer wrote one: none to point at
     faults.write_rank_failure(tmp_path, cfg.config_id, 0, RuntimeError("Connection reset by peer"), {})

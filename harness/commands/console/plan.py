@@ -3,7 +3,7 @@ its warm-up, a strategy that will save nothing, and its configurations (`--dry-r
 
 from __future__ import annotations
 
-from harness.commands.console import say, warning
+from harness.commands.console import say, seconds_text, warning
 from harness.commands.console.forecast import Auto, minutes_text, say_forecast, steps_floor
 from harness.commands.console.invoked import ddpbench_command
 from harness.commands.console.profiling import warn_if_busy
@@ -58,6 +58,16 @@ def say_plan(
     say(f"ddpbench: run {plan.run_id}: {count} configuration{'s' if count != 1 else ''}{more} -> {plan.run}/")
     if deciding and auto is not None and auto.budget_s is not None:  # first two repeats past it: said at the start
         say_forecast(plan.configurations, plan.run.parent, threads=plan.threads_per_rank, auto=auto, dry=False)
+
+
+def say_nodes_wait(nnodes: int, endpoint: str, run_id: str, *, timeout_s: float | None) -> None:
+    """Several nodes: torchrun's rendezvous says nothing while it waits, and this node gives up after the
+    supervisor's startup limit or torchrun's join timeout, whichever comes first."""
+    from harness.launch.supervise import startup_limit_s
+
+    gives_up = seconds_text(startup_limit_s(timeout_s))
+    say(f"ddpbench: waiting for {nnodes} nodes at {endpoint} … (each node runs the same command with --run-id "
+        f"{run_id}; this node gives up after {gives_up} without them)")  # fmt: skip
 
 
 def say_warmup(configurations) -> None:
