@@ -77,10 +77,11 @@ def summarize(plan, wall_s: float, *, parity_failed: int = 0, run_command: tuple
     failed = totals["status_counts"].get("failed", 0)  # a failure is kept, not run again: how to, where it is counted
     command = invoked.resume_hint(plan.run_id, folder, more=("--retry-failed",))
     again = f"; {failed} failed: {console.retry_words(failed, command)}" if failed else ""
-    if failed and any(cfg.nnodes > 1 for cfg in plan.configurations):  # alone, node 0 would wait for the others
-        again += " on every node (each with its own --node-rank and --rdzv-endpoint)"
     if failed:
         from harness.results import store
+
+        if any(cfg.nnodes > 1 for cfg in plan.configurations):  # alone, node 0 would wait for the others
+            again = _across_nodes(failed, plan, store.written_config_ids(plan.run), command)
 
         again += fix_words(store.read_configs(plan.run), command=tuple(run_command))
     console.say(f"ddpbench: run {plan.run_id} finished {took} {text}; results in {plan.run}/{pages_hint(folder)}"
@@ -95,6 +96,15 @@ def summarize(plan, wall_s: float, *, parity_failed: int = 0, run_command: tuple
         console.say(f"ddpbench: {cap}")
     console.say(f"ddpbench: {ending.answer_line(plan.run)}")  # last: the line a reader of the end looks for
     return EXIT_FAILED if failed else EXIT_OK
+
+
+def _across_nodes(failed: int, plan, written, command: str) -> str:
+    """'; 1 failed and 1 not run (…): COMMAND runs them again on every node (…)': the other nodes' launchers cannot
+    follow a relaunch, so a launch across nodes ends at its failure and leaves the rest of it unrun."""
+    unrun = sum(cfg.config_id not in written for cfg in plan.configurations)
+    left = f" and {unrun} not run (a launch across nodes stops at its first failure)" if unrun else ""
+    runs = console.retry_words(failed + unrun, command)
+    return f"; {failed} failed{left}: {runs} on every node (each with its own --node-rank and --rdzv-endpoint)"
 
 
 def node_ended(plan, wall_s: float, *, failed: int) -> int:

@@ -397,3 +397,24 @@ def test_a_line_a_signal_cut_short_is_said_before_the_stop_count(tmp_path, monke
     progress.catch_up()
     progress.written(planned("stock"))  # the launcher's own call, had it come after: said once
     assert log.getvalue().splitlines() == ["[1/3] local: …", "[2/3] stock: …"]
+
+
+def test_a_launch_across_nodes_says_its_ranks_wait_for_every_node(tmp_path, monkeypatch):
+    """Node 1 never came: node 0 said "the next configuration: launching, 4 min in" for its whole wait."""
+    import io
+    import time
+
+    from harness.commands.console.progress import Progress
+    from harness.config.grid import Configuration
+
+    cfg = Configuration(config_id="w2-local", impl="local", impl_options={}, workload="mlp", size="tiny",
+                        world_size=2, nnodes=2, batch_size=8, steps=5, warmup=1, dtype="fp32", device="cpu",
+                        backend="gloo", seed=0, parity=True)  # fmt: skip
+    clock = [1000.0]
+    monkeypatch.setattr(time, "monotonic", lambda: clock[0])
+    log = io.StringIO()  # not a terminal
+    progress = Progress(tmp_path, [cfg], stream=log)
+    clock[0] += 240
+    progress.tick()
+    assert log.getvalue() == ("ddpbench: running [1/1] the next configuration: launching (its 2 nodes' ranks start "
+                              "once every node has joined), 4 min in; no ETA before the first finishes\n")  # fmt: skip

@@ -10,6 +10,7 @@ import pytest
 
 from harness import cli
 from harness.commands import arguments, bench, summary
+from harness.commands.console import invoked
 
 USAGE = Path(__file__).resolve().parents[2] / "docs" / "usage.md"
 
@@ -56,13 +57,18 @@ def test_a_failed_configuration_is_the_failed_exit_code(tmp_path, monkeypatch):
         assert summary.summarize(plan, 1.0) == code
 
 
-def test_a_failed_several_node_run_says_its_resume_runs_on_every_node(tmp_path, capsys, monkeypatch):
-    """Node 1 killed mid-run: node 0's line gave `bench --resume … --retry-failed`, which alone waits for node 1."""
+def test_a_failed_several_node_run_counts_what_it_left_unrun_and_resumes_on_every_node(tmp_path, capsys, monkeypatch):
+    """Node 1 killed mid-run: node 0's line said "1 ok, 1 failed, 0 skipped" of 3 (the third never ran: the nodes
+    cannot relaunch) and gave `bench --resume … --retry-failed`, which alone waits for node 1."""
     quiet_summary(monkeypatch, totals_of({"ok": 1, "failed": 1}))
+    monkeypatch.setattr("harness.results.store.written_config_ids", lambda run: {"a", "b"})
     for nnodes, said in ((2, True), (1, False)):
+        planned = [SimpleNamespace(nnodes=nnodes, config_id=i) for i in ("a", "b", "c")]
         plan = SimpleNamespace(run=tmp_path / "job", run_id="job", launches=[], session="", node_rank=0,
-                               configurations=[SimpleNamespace(nnodes=nnodes)])  # fmt: skip
+                               configurations=planned)  # fmt: skip
         assert summary.summarize(plan, 1.0) == arguments.EXIT_FAILED
         out = capsys.readouterr().out
-        hint = "--retry-failed runs it again on every node (each with its own --node-rank and --rdzv-endpoint)"
+        hint = ("; 1 failed and 1 not run (a launch across nodes stops at its first failure): "
+                f"{invoked.resume_hint('job', tmp_path, more=('--retry-failed',))} runs them again on every node "
+                "(each with its own --node-rank and --rdzv-endpoint)")  # fmt: skip
         assert (hint in out) is said, out

@@ -153,6 +153,8 @@ class Progress:
         self._said = now
         left = self._total - self._done
         what = f"{current.label()}: {_step_words(state, current)}" if current else "the next configuration: launching"
+        if not current and self._pending[0].nnodes > 1:  # the ranks start once every node has joined
+            what += f" (its {self._pending[0].nnodes} nodes' ranks start once every node has joined)"
         pace = (now - self._began) / self._done_here if self._done_here else None  # tqdm's ETA: this session's pace
         eta = f"about {duration_text(pace * left)} left for the {left} to go at this session's pace" if pace else (
             "no ETA before the first finishes")  # fmt: skip
