@@ -11,7 +11,8 @@ The tolerance follows the *compute* dtype: under bf16/fp16 autocast a parameter 
 from the reference by one fp32 rounding can round to another bf16 value in the next forward,
 and training carries that on, so those runs are allowed a share of each parameter's own movement
 (`COMPUTE_RTOL`). A wrong reduction (a sum for a mean, a bucket left out) moves parameters by a
-large share of their movement and still fails in every dtype.
+large share of their movement and still fails in every dtype: by the tolerance, or, for a parameter that moves less
+than it, by that share (`harness.parity.movement`).
 
 Adam and its kind (an optimizer with an `eps`: it divides by a running gradient magnitude) move an element by about
 the learning rate a step whatever its gradient's size: where the gradient is within rounding of zero, the update's

@@ -30,7 +30,7 @@ import torch
 
 from harness.config.grid import Configuration
 from harness.handoff.rank_result import ParityVerdict, error_line
-from harness.parity import reference
+from harness.parity import movement, reference
 
 REPLAY_STEPS = 3
 """Steps of the GPU replay: enough for every bucket, hook and optimizer state to take part twice."""
@@ -77,7 +77,7 @@ def cached_reference(
     folder: Path | None = None,
     progress: Callable[[int], None] | None = None,
 ):
-    """(final, allowance or None, sign-like allowance or None) of the single-process reference, computed once
+    """(final, allowance or None, sign-like allowance or None, movements) of the single-process reference, computed once
     per setup: every strategy, bucket cap and repeat of a sweep at one world size shares it. It lives in a file in
     `folder` (default: a temporary folder of this process) and is mapped in while a verdict needs
     it (torch.load with mmap: read from the page cache, and out of the process once dropped; kept
@@ -85,11 +85,12 @@ def cached_reference(
     share of each parameter's movement from the initial parameters (`reference.allowances`): those
     figures are kept, computed once here, not the initial parameters (a second model-sized state each
     verdict read and went over again). Under Adam and its kind, the steps at which each element's gradient was
-    within rounding of zero (`reference.SignLike`: a byte an element) are kept beside them."""
+    within rounding of zero (`reference.SignLike`: a byte an element) are kept beside them; how far it moved each
+    parameter (`movement.movements`: a float each) for every optimizer."""
     key = (cfg.workload_spec, cfg.workload, cfg.size, cfg.world_size, cfg.batch_size, cfg.warmup + cfg.steps,
            cfg.seed, str(device), cfg.dtype, cfg.optimizer)  # fmt: skip
-    # "-signlike": the file holds the sign-like steps too, where one of before holds only the allowances
-    path = (folder or _cache_dir()) / f"reference-signlike-{hashlib.sha1(repr(key).encode()).hexdigest()[:16]}.pt"
+    # "-moved": the file holds the sign-like steps and the movements too, where one of before holds fewer
+    path = (folder or _cache_dir()) / f"reference-moved-{hashlib.sha1(repr(key).encode()).hexdigest()[:16]}.pt"
     if not path.is_file():
         # On the CPU the reference keeps the ranks' own thread count: a product split over more threads
         # rounds otherwise, and ResNet-18/small's BatchNorm over 8 samples of 1×1 maps grows that rounding
@@ -111,10 +112,11 @@ def cached_reference(
         path.parent.mkdir(parents=True, exist_ok=True)
         partial = path.with_name(f".{path.name}.partial")
         near_zero = (None, None) if sign_like[0] is None else (sign_like[0].steps, sign_like[0].step_allowance)
-        torch.save((final, reference.allowances(final, initial, compute_dtype=cfg.dtype), *near_zero), partial)
+        allowance = reference.allowances(final, initial, compute_dtype=cfg.dtype)
+        torch.save((final, allowance, *near_zero, movement.movements(final, initial)), partial)
         partial.replace(path)  # whole or absent: a launch that dies mid-save leaves no half file
-    final, allowance, steps, step_allowance = torch.load(path, mmap=True, weights_only=True)
-    return final, allowance, None if steps is None else reference.SignLike(steps, step_allowance)
+    final, allowance, steps, step_allowance, moved = torch.load(path, mmap=True, weights_only=True)
+    return final, allowance, None if steps is None else reference.SignLike(steps, step_allowance), moved
 
 
 @functools.cache
@@ -141,9 +143,11 @@ def verdict(
     if failed is not None:
         return failed
     try:
-        expected, allowance, sign_like = cached_reference(cfg, device, folder=folder, progress=progress)
+        expected, allowance, sign_like, moved = cached_reference(cfg, device, folder=folder, progress=progress)
         outcome = reference.compare(final_state, expected, allowance=allowance, compute_dtype=cfg.dtype,
                                     sign_like=sign_like)  # fmt: skip
+        # under a sign-like optimizer every element moves about lr, far past the tolerance: it sees a wrong reduction
+        astray = movement.strayed(final_state, expected, moved) if sign_like is None else None
     except Exception as exc:
         return _failed(exc)
     try:
@@ -153,6 +157,8 @@ def verdict(
         sums = ""
     if sums:  # like the reference, which averages the ranks' gradients too, but not like one process
         return ParityVerdict(outcome.max_abs_diff, False, sums, outcome.allowed)
+    if outcome.within_tolerance and astray is not None:  # within the tolerance, but by less than it moved
+        return ParityVerdict(outcome.max_abs_diff, False, f"{movement.strayed_note(*astray)}{how}", outcome.allowed)
     return ParityVerdict(outcome.max_abs_diff, outcome.within_tolerance,
                          f"{outcome.where()}{how}", outcome.allowed)  # fmt: skip
 

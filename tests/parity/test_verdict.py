@@ -129,7 +129,9 @@ def test_under_adamw_the_cached_references_allowance_passes_a_right_training_and
     worker.run_configurations(plan_for(tmp_path / "wrong", expand(config, device="cpu")), single_rank)
     verdicts = [store.read_configs(tmp_path / run)["parity_ok"].tolist() for run in ("right", "wrong")]
     assert verdicts == [[True], [False]]
-    _, _, sign_like = verdict.cached_reference(verdict.replayed(expand(config, device="cpu")[0]), torch.device("cpu"))
+    _, _, sign_like, _ = verdict.cached_reference(
+        verdict.replayed(expand(config, device="cpu")[0]), torch.device("cpu")
+    )
     assert sign_like is not None and sign_like.step_allowance == 2e-3
 
 
@@ -300,7 +302,7 @@ def test_an_autocast_reference_keeps_each_parameters_allowance_not_the_initial_p
     from harness.parity import reference
 
     cfg = dataclasses.replace(configuration_for_cache(), dtype="bf16")
-    final, allowance, _ = verdict.cached_reference(cfg, torch.device("cpu"), folder=tmp_path)
+    final, allowance, _, _ = verdict.cached_reference(cfg, torch.device("cpu"), folder=tmp_path)
     _, initial = reference.reference_run(cfg.make_workload(), world_size=2, batch_size=2, steps=2, seed=3,
                                          device=torch.device("cpu"), dtype="bf16")  # fmt: skip
     assert set(allowance) == set(final) and all(isinstance(v, float) for v in allowance.values())
