@@ -245,8 +245,10 @@ class StrategyDefaults:
     def attach_timeline(self, timeline: CommTimeline) -> bool:
         """Record this strategy's collectives in `timeline` (harness.comm_timeline); called before `wrap`.
 
-        False (the default) when the strategy cannot: its collectives happen inside a library that
-        offers no hook, so its rows have no measured communication."""
+        False (the default) when the strategy cannot, or stamps none: its rows have no measured communication. A
+        strategy that runs its own collectives stamps each with `timeline.launching(bucket=…, nbytes=…)` before it
+        and `timeline.finished(entry)` after (impls/flat.py); one whose collectives run inside a library that offers
+        no hook declares it, returning False, so that its rows say so."""
         return False
 
     def timeline_cost(self) -> str | None:

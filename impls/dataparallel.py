@@ -53,6 +53,9 @@ class DataParallel(StrategyDefaults):
 
     _module: nn.DataParallel | None = dataclasses.field(default=None, init=False, repr=False)
 
+    def attach_timeline(self, timeline) -> bool:
+        return False  # its gradients are summed inside autograd's replicas: no collective of its own to stamp
+
     def unavailable_reason(self, *, device: str, world_size: int) -> str | None:
         if device != "cuda" or not torch.cuda.is_available():
             return "needs CUDA GPUs: nn.DataParallel runs one process over several GPUs"

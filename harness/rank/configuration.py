@@ -36,6 +36,7 @@ from harness.measure.training import (
     train_step,
 )
 from harness.parity import reference, verdict
+from harness.protocols import StrategyDefaults
 from harness.rank import profiling, rpc_flow
 from harness.rank.dist import Session
 from harness.rank.housekeeping import release_memory
@@ -215,8 +216,21 @@ def attach_timeline(strategy, timeline: CommTimeline, *, asked: bool) -> str | N
     if cost is not None and not asked:
         return f"not measured: {cost}; {UNHOOKED}"
     if not strategy.attach_timeline(timeline):
-        return "not measured: the strategy's collectives run inside a library that offers no hook to time them"
+        return NO_HOOK if _declares_attach_timeline(strategy) else STAMPS_NONE
     return None
+
+
+NO_HOOK = "not measured: the strategy's collectives run inside a library that offers no hook to time them"
+STAMPS_NONE = (
+    "not measured: the strategy stamps none of its collectives in the bucket timeline (it declares no "
+    "attach_timeline: impls/flat.py shows how to stamp a collective; docs/architecture.md, adding a strategy)"
+)
+
+
+def _declares_attach_timeline(strategy) -> bool:
+    """Whether the strategy's class says itself whether it can be timed: the default (False) is a strategy of
+    someone's own that never stamps its collectives, not a library's that cannot be hooked."""
+    return type(strategy).attach_timeline is not StrategyDefaults.attach_timeline
 
 
 # ---- judging parity ---------------------------------------------------------------------------------

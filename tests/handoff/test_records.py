@@ -8,6 +8,7 @@ import pytest
 from harness.config.grid import Configuration
 from harness.handoff import records
 from harness.handoff.rank_result import ParityVerdict, RankResult, error_line, name_unused
+from harness.protocols import StrategyDefaults
 from harness.results import store
 
 CONTEXT = {
@@ -233,6 +234,16 @@ def test_the_drift_is_the_slowest_rank_per_step_in_step_order_and_is_stored(tmp_
     assert few["step_ms_drift"] is None and few["step_ms_drift_se"] is None
 
 
+class _OwnUnstamped(StrategyDefaults):
+    """A strategy of one's own that says nothing of timing (StrategyDefaults' attach_timeline)."""
+
+    def wrap(self, model):
+        return model
+
+    def sync_gradients(self):
+        pass
+
+
 def test_a_strategy_whose_timing_costs_something_is_timed_only_when_asked():
     import impls
     from harness.comm_timeline import CommTimeline
@@ -243,6 +254,9 @@ def test_a_strategy_whose_timing_costs_something_is_timed_only_when_asked():
     assert _attach_timeline(impls.create("stock"), CommTimeline(), asked=True) is None
     assert _attach_timeline(impls.create("bucketed"), CommTimeline(), asked=False) is None  # free: always
     assert "no hook" in _attach_timeline(impls.create("dataparallel"), CommTimeline(), asked=True)
+    assert _attach_timeline(_OwnUnstamped(), CommTimeline(), asked=True).startswith(
+        "not measured: the strategy stamps none of its collectives"
+    )  # a strategy of one's own that declares no attach_timeline is not said to hide in a library
     assert _attach_timeline(impls.create("fsdp"), CommTimeline(), asked=False) is None  # FSDP2 custom collectives
     row = assemble([rank_result([1, 1], comm_note=note), rank_result([1, 1])])[0]
     assert row["comm_ms"] is None and row["comm_note"] == note
