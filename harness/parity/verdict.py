@@ -159,8 +159,10 @@ def verdict(
         return ParityVerdict(outcome.max_abs_diff, False, sums, outcome.allowed)
     if outcome.within_tolerance and astray is not None:  # within the tolerance, but by less than it moved
         return ParityVerdict(outcome.max_abs_diff, False, f"{movement.strayed_note(*astray)}{how}", outcome.allowed)
+    # past the tolerance too: the share of a movement says what kind of mistake it is, not only where it is
+    why = f"; {movement.strayed_note(*astray)}" if astray is not None else ""
     return ParityVerdict(outcome.max_abs_diff, outcome.within_tolerance,
-                         f"{outcome.where()}{how}", outcome.allowed)  # fmt: skip
+                         f"{outcome.where()}{how}{why}", outcome.allowed)  # fmt: skip
 
 
 ZOO = ("torchvision:", "hf:", "timm:")

@@ -11,6 +11,7 @@ import workloads
 from harness.handoff.rank_result import ParityVerdict
 from harness.measure.training import OPTIMIZERS, build_model, make_batch
 from harness.parity import movement, reference, verdict
+from harness.results import values
 
 CPU = torch.device("cpu")
 SMALL = {"world_size": 2, "batch_size": 4, "steps": 3, "seed": 0, "device": CPU}
@@ -83,3 +84,17 @@ def test_under_a_sign_like_optimizer_the_tolerance_alone_judges(monkeypatch):
     monkeypatch.setattr(verdict, "cached_reference", lambda *a, **k: (expected, None, sign_like, moved))
     cfg = types.SimpleNamespace(dtype="fp32", world_size=1, workload_spec="mlp", workload="mlp")
     assert verdict.verdict(cfg, {"w": torch.full((3,), 1e-7)}, CPU).within_tolerance is True
+
+
+def test_a_row_past_the_tolerance_that_strayed_says_its_share_of_the_movement_after_where(monkeypatch):
+    expected, moved = {"w": torch.zeros(3)}, {"w": 1e-3}
+    monkeypatch.setattr(verdict, "cached_reference", lambda *a, **k: (expected, None, None, moved))
+    cfg = types.SimpleNamespace(dtype="fp32", world_size=1, workload_spec="mlp", workload="mlp")
+    judged = verdict.verdict(cfg, {"w": torch.full((3,), 1e-3)}, CPU, how=", after the first 3 warm-up steps")
+    assert judged.within_tolerance is False
+    assert judged.note == (
+        f"{reference.LARGEST_IN}w, after the first 3 warm-up steps; {movement.strayed_note('w', 3**0.5)}"
+    )
+    assert values.failed_parity_words({"parity_note": judged.note, "parity_max_abs_diff": 1e-3}).startswith(
+        "max |Δ| 1.00e-03 in w, after the first 3 warm-up steps; w ended 1.73× the reference's own movement"
+    )
