@@ -16,11 +16,17 @@ import sys
 import types
 import typing
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any, Generic, Literal, TypeVar
 
 
 class ConfigError(ValueError):
     """A bad value from the user. The CLI prints its message as one line and exits with 2."""
+
+
+class PluginError(ConfigError, TypeError):
+    """A plug-in file that breaks its contract (a member missing, an unknown role): the user's input as much as a
+    flag is, so said in one line that names the file (exit 2), not as a traceback out of every command."""
 
 
 class UnknownOption(ConfigError):
@@ -226,6 +232,17 @@ def lazy_module(name: str) -> Any:
     return LazyModule(name, sys._getframe(1).f_globals)
 
 
+def _source_file(cls: type) -> str:
+    """The file that defines `cls`, from the working directory where it lies under it (impls/mine.py)."""
+    path = getattr(sys.modules.get(cls.__module__), "__file__", None)
+    if not path:
+        return cls.__module__
+    try:
+        return str(Path(path).resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return path
+
+
 class Registry(Generic[T]):
     """Plug-ins of one kind, found by importing every module of their package.
 
@@ -246,11 +263,12 @@ class Registry(Generic[T]):
         def decorate(cls: type[T]) -> type[T]:
             if name in self._entries:
                 raise RuntimeError(f"{self.kind} {name!r} is registered twice")
+            where = _source_file(cls)
             if not dataclasses.is_dataclass(cls):
-                raise TypeError(f"{self.kind} {name!r} must be a dataclass (its fields are its options)")
+                raise PluginError(f"{where}: {self.kind} {name!r} must be a dataclass (its fields are its options)")
             gaps = self.contract_gaps(cls) if self.contract_gaps else []
             if gaps:
-                raise TypeError(f"{self.kind} {name!r} does not define {', '.join(gaps)}")
+                raise PluginError(f"{where}: {self.kind} {name!r} does not define {', '.join(gaps)}")
             self._entries[name] = Entry(name, description, cls)
             return cls
 

@@ -43,8 +43,29 @@ def test_a_strategy_missing_wrap_fails_the_check_and_is_refused_at_registration(
 
     assert strategy_contract_gaps(NoWrap) == ["wrap"]
     registry = Registry("strategy", "impls", contract_gaps=strategy_contract_gaps)
-    with pytest.raises(TypeError, match="strategy 'nowrap' does not define wrap"):
+    with pytest.raises(TypeError, match="strategy 'nowrap' does not define wrap") as refused:
         registry.register("nowrap", description="d")(NoWrap)
+    # bad input, as a flag's is: one line naming the file (the CLI's exit 2), not a traceback out of every command
+    assert isinstance(refused.value, ConfigError)
+    assert "test_registry.py: strategy 'nowrap' does not define wrap" in str(refused.value)
+
+
+def test_a_broken_strategy_file_is_refused_in_one_line_by_the_cli(monkeypatch, capsys):
+    from harness import cli
+
+    @dataclasses.dataclass(kw_only=True)
+    class NoSync(StrategyDefaults):
+        def wrap(self, model):
+            return model
+
+    def load_a_broken_file():  # as importing impls/ would, with this class in one of its files
+        impls.REGISTRY.register("nosync", description="d")(NoSync)
+
+    monkeypatch.setattr(impls.REGISTRY, "_load", load_a_broken_file)
+    assert cli.main(["list", "stock"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "strategy 'nosync' does not define sync_gradients" in err
+    assert "Traceback" not in err
 
 
 def test_a_strategy_with_extra_ranks_must_define_the_parameter_server_side():
