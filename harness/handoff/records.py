@@ -89,14 +89,13 @@ def _over_ranks(results: list[RankResult], column: str, combine) -> float | None
 
 
 def memory_columns(results: list[RankResult]) -> dict[str, Any]:
-    """Peaks: the largest rank (the one that runs out first). Means: the mean of the ranks."""
+    """Peaks: the largest rank (the one that runs out first). Means: the mean of the ranks. The sampler's
+    setting and note: rank 0's (as the column dictionary's `OVER_RANKS` says each in configs/)."""
     main = results[0].memory
     return {
         **{column: _over_ranks(results, column, max) for column in PEAK_COLUMNS},
         **{column: _over_ranks(results, column, lambda v: sum(v) / len(v)) for column in MEAN_COLUMNS},
-        "mem_nvml_struct": main.get("mem_nvml_struct"),
-        "mem_samples": main.get("mem_samples"),
-        "mem_note": main.get("mem_note"),
+        **{column: main.get(column) for column in columns.RANK_ZERO_MEMORY},
     }
 
 

@@ -313,3 +313,18 @@ def test_the_paired_columns_are_the_same_whichever_runs_first_in_its_launch(tmp_
     assert last.loc["naive-w2-r1", "gap_ms"] == pytest.approx(16 - 12)
     assert last.loc["naive-w1-r1", "scaling_efficiency_vs_local"] == pytest.approx(8.5 / 9.5)
     assert list(last.loc[["naive-w2-r1", "local-w2-r1"], "launch_position"]) == [0, 1]
+
+
+def test_each_configs_memory_column_is_combined_over_the_ranks_as_its_meaning_says():
+    """configs/ holds one figure over the ranks; its meaning (docs/results.md, the Parquet field's metadata)
+    must say which: the largest rank's, the mean of the ranks', or rank 0's, as records.memory_columns makes it."""
+    from harness.results.dictionary import columns, kinds
+
+    per_rank = [{name: float(rank + 1) for name in kinds.names(columns.MEMORY)} for rank in range(3)]
+    combined = records.memory_columns([RankResult("ok", memory=memory) for memory in per_rank])
+    expected = {"the largest rank's": 3.0, "the mean of the ranks'": 2.0, "rank 0's": 1.0}
+    meanings = {c.name: c.meaning for c in columns.CONFIGS.columns}
+    for name in kinds.names(columns.MEMORY):
+        said = [words for words in expected if f"in configs/ {words}" in meanings[name]]
+        assert len(said) == 1, (name, meanings[name])
+        assert combined[name] == expected[said[0]], (name, said[0], combined[name])

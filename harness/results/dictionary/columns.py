@@ -10,6 +10,8 @@ column tables from it (`python -m harness.results.docs`).
 
 from __future__ import annotations
 
+import dataclasses
+
 from harness.results.dictionary.kinds import (
     BOOL,
     BYTES,
@@ -141,6 +143,19 @@ PEAK_MEMORY = ("mem_peak_nvml_mb", "mem_peak_nvml_process_mb", "mem_peak_allocat
                "mem_peak_rss_mb", "gpu_util_peak_pct", "power_peak_w",
                "held_param_mb", "held_grad_mb", "held_optimizer_state_mb", "held_grad_view_mb")  # fmt: skip
 MEAN_MEMORY = ("gpu_util_mean_pct", "sm_clock_mean_mhz", "power_mean_w")
+RANK_ZERO_MEMORY = ("mem_nvml_struct", "mem_samples", "mem_note")  # the sampler's setting and note: rank 0's
+OVER_RANKS = {
+    **dict.fromkeys(PEAK_MEMORY, "the largest rank's (the one that runs out first)"),
+    **dict.fromkeys(MEAN_MEMORY, "the mean of the ranks'"),
+    **dict.fromkeys(RANK_ZERO_MEMORY, "rank 0's"),
+}
+
+
+def over_ranks(column: Column) -> Column:
+    """A memory column as configs/ holds it, one figure over the ranks: its meaning says which, since the
+    per-rank words ("the rank's process") alone would leave a reader of a configs part to guess."""
+    return dataclasses.replace(column, meaning=f"{column.meaning}; in configs/ {OVER_RANKS[column.name]}, in ranks/ each rank's")
+
 
 # The strategy's roles, as its class declares them (harness.protocols.ROLES): what every reader decides by.
 ROLES = (
@@ -214,8 +229,8 @@ MODEL = (
 
 CONFIGS = Table(
     "configs", "configs/<id>.parquet",
-    "One row per configuration (× repeat). Memory columns are over the ranks: peaks the largest rank's, "
-    "means the mean of the ranks.",
+    "One row per configuration (× repeat). Memory columns are over the ranks, each saying how: peaks and held "
+    "state the largest rank's, means the mean of the ranks, the sampler's count and note rank 0's.",
     (
         C("schema_version", I32, "", "the version of this format that wrote the part (see Schema versions)"),
         RUN_ID, CONFIG_ID,
@@ -269,7 +284,7 @@ CONFIGS = Table(
         C("last_rank_late_ms", F64, MS, "how late `last_rank` launched, the median over the steps it was last in"),
         C("last_rank_share", F64, RATIO, "the share of measured steps in which `last_rank` launched last"),
         C("speedup_vs_local", F64, RATIO, "`local` step time at the same world size / this step time (what data parallelism costs here; schema ≤ 3 called it overlap_efficiency)"),
-        *MEMORY,
+        *(over_ranks(column) for column in MEMORY),
         C("parity_max_abs_diff", F64, "", "largest parameter difference from the single-process reference, in the parameters' own units (for `rpc_hybrid`, the parameter-server reference: see the README)"),
         C("parity_tolerance", F64, "", "what `parity_max_abs_diff` was allowed, at its element: the parameter dtype's atol + rtol·|reference|, plus under autocast 1e-2 (bf16; fp16 2e-3) of the parameter's largest change over the reference's steps, plus under Adam/AdamW 2·lr for each step the element's gradient was within 10·eps of zero but not 0, where none before it was beyond (harness/parity/reference.py); null where not judged or judged on updates (`rpc_hybrid`)"),
         C("parity_ok", BOOL, "", "true/false within the dtype's tolerance; null where not judged (`local`, lossy hooks), not checked, or judged on another repeat of the configuration (its first, or on one node the first whose row is not `failed`: the note says which); `rpc_hybrid` judges each parameter's update within 1e-3 of the largest expected update (fp32)"),
