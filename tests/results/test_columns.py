@@ -4,6 +4,9 @@ Parquet field metadata all say what it says."""
 from __future__ import annotations
 
 import datetime
+import json
+import math
+import shutil
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -140,3 +143,51 @@ def test_the_slowest_rank_column_states_the_thresholds_the_analysis_uses():
     assert (f"from at least {gap.LATE_MIN_STEPS} measured steps, last to launch in at least "
             f"{gap.LATE_STEPS_SHARE * 100:g} % of them, late by at least {gap.LATE_MARGIN * 100:g} % of the step "
             f"(and {gap.LATE_FLOOR_MS:g} ms)") in text  # fmt: skip
+
+
+def _reading_section() -> str:
+    text = docs.DOCS.read_text()
+    return text.split("## Reading a run with pandas", 1)[1].split("<!-- columns:begin", 1)[0]
+
+
+def _with_a_second_repeat(run, tmp_path):
+    """bucket_sweep's rows, each run twice: repeat 1 a new row of the run (its own index) 21 % slower; the
+    last configuration's repeat 1 failed."""
+    import pandas as pd
+
+    rows = store.read_configs(run).to_dict("records")
+    shutil.copytree(run / "steps", tmp_path / "run" / "steps")
+    folder = tmp_path / "run" / "configs"
+    for index, row in enumerate(rows):
+        again = {**row, "config_id": f"{len(rows) + index:04d}{row['config_id'][4:]}-r1", "repeat": 1}
+        again["step_ms_median"] = row["step_ms_median"] * 1.21
+        if index == len(rows) - 1:
+            again.update(status="failed", step_ms_median=None, error="rank 1: RuntimeError: x")
+        for written in (row, again):
+            clean = {k: (None if not isinstance(v, (list, dict)) and pd.isna(v) else v) for k, v in written.items()}
+            store.write_parquet(folder / f"{written['config_id']}.parquet", [clean], columns.CONFIGS.schema)
+    return tmp_path / "run", rows
+
+
+def test_the_reading_recipe_groups_each_configurations_repeats_and_pools_them_as_the_pages_do(tmp_path):
+    """docs/results.md's recipe, run as written on a run with two repeats: one group per configuration (its
+    config_id's index differs per repeat), the failed repeat left out, the step the repeats' geometric mean."""
+    from harness.analysis.verdicts.compare import MATCH_KEYS
+
+    run, rows = _with_a_second_repeat(docs.ROOT / "tests" / "data" / "bucket_sweep", tmp_path)
+    code = _reading_section().split("```python\n", 1)[1].split("```", 1)[0].replace("results/<run_id>", str(run))
+    scope: dict = {}
+    exec(code, scope)
+    keys = [("impl_options" if k == "options" else k) for k in scope["keys"]]
+    assert sorted(keys) == sorted(MATCH_KEYS), "the recipe groups by what `compare` matches a configuration on"
+    weekly = scope["weekly"].reset_index()
+    assert len(weekly) == len(rows)
+    assert sorted(weekly["repeats"]) == [1] + [2] * (len(rows) - 1)
+    def cap(value) -> float:  # local has none
+        return -1.0 if value is None or (isinstance(value, float) and math.isnan(value)) else float(value)
+
+    first = {(r["impl"], r["world_size"], cap(r["bucket_cap_mb"])): r["step_ms_median"] for r in rows}
+    for row in weekly.itertuples():
+        measured = first[(row.impl, row.world_size, cap(json.loads(row.options).get("bucket_cap_mb")))]
+        assert row.step_ms == pytest.approx(measured * (1.1 if row.repeats == 2 else 1.0))
+    assert len(scope["steps"]) == len(store.read_steps(run))  # every step row finds its configuration

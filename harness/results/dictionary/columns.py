@@ -44,7 +44,7 @@ CONFIG_ID = C(
     "config_id",
     STR,
     "",
-    "the configuration within the run: `<index>-w<world>-<workload>-<size>-<impl>[-<options>][-r<repeat>]`, the `-r<repeat>` where the run repeats configurations (none with `--repeats 1`)",
+    "one repeat of a configuration within the run: `<index>-w<world>-<workload>-<size>-<impl>[-<options>][-r<repeat>]`, the `-r<repeat>` where the run repeats configurations (none with `--repeats 1`); `<index>` is the row's place in the run, so each repeat has its own (group a configuration's repeats by its columns: docs/results.md, Reading a run with pandas)",
 )
 RANK = C("rank", I32, "", "the rank (process) in the launch")
 WORKLOAD = C("workload", STR, "", "the workload as run: a registered name (workloads/), `FILE.py:NAME`, `package.module:NAME`, `torchvision:NAME`, `hf:MODEL_TYPE`, `timm:NAME`, with its options in brackets where it has some (`hf:llama[num_hidden_layers=4]`)")
