@@ -304,13 +304,17 @@ def write_recommendations(run: Path, frame: pd.DataFrame) -> None:
     unknown = set(frame.columns) - set(spec.names)
     if unknown:
         raise KeyError(f"columns not in the schema: {sorted(unknown)}")
+    frame = frame.assign(run_id=Path(run).name)  # so that the runs' files concatenated still say whose
     frame = frame.reindex(columns=spec.names)  # NaN in a float column is null here, as pandas means it
     table = pa.Table.from_pandas(frame, schema=spec.schema, preserve_index=False)
     atomic_write(Path(run) / layout.RECOMMENDATIONS, lambda tmp: pq.write_table(table, tmp))
 
 
 def read_recommendations(run: Path) -> pd.DataFrame:
-    return read_table_file(Path(run) / layout.RECOMMENDATIONS, model_columns.RECOMMENDATIONS, empty=pd.DataFrame())
+    frame = read_table_file(Path(run) / layout.RECOMMENDATIONS, model_columns.RECOMMENDATIONS, empty=pd.DataFrame())
+    if "run_id" in frame:  # a file from before the column: the run is its folder
+        frame["run_id"] = frame["run_id"].fillna(Path(run).name)
+    return frame
 
 
 def read_table_file(path: Path, spec: kinds.Table, *, empty: pd.DataFrame | None = None) -> pd.DataFrame:

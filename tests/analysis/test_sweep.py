@@ -8,9 +8,11 @@ import html
 import io
 import json
 import shutil
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pyarrow.parquet as pq
 import pytest
 from terminal import Terminal
 
@@ -120,6 +122,13 @@ def test_recommendations_round_trip_through_the_store(tmp_path):
     assert back[["decision", "best_cap_mb", "repeats", "noise"]].to_dict("records") == [
         {"decision": "recommend", "best_cap_mb": 5.0, "repeats": 5, "noise": ""}
     ]
+    assert pq.read_table(tmp_path / "recommendations.parquet").column("run_id").to_pylist() == [tmp_path.name]
+
+
+def test_recommendations_written_before_their_run_id_read_it_from_their_folder():
+    run = Path(__file__).resolve().parents[1] / "data" / "bucket_sweep"
+    assert "run_id" not in pq.read_schema(run / "recommendations.parquet").names  # the fixture predates it
+    assert set(store.read_recommendations(run)["run_id"]) == {"bucket_sweep"}
 
 
 def test_progress_off_a_terminal_is_plain_lines(small_run):

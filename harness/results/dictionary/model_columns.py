@@ -49,7 +49,7 @@ RECOMMENDATIONS = Table(
     "After a bucket-cap sweep: one row per strategy × setup × world size measured at two or more caps "
     "(rewritten after a resume).",
     (
-        IMPL,
+        RUN_ID, IMPL,
         C("other_options", STR, "", "the strategy's options other than `bucket_cap_mb`, as JSON text"),
         WORKLOAD, SIZE, BATCH_SIZE, DTYPE, OPTIMIZER, WORLD_SIZE, NNODES,
         C("caps_mb", STR, MIB_UNIT, "the caps measured, a JSON list"),
@@ -74,6 +74,7 @@ RECOMMENDATIONS = Table(
         C("one_layout_caps_mb", STR, MIB_UNIT, "the caps (as typed) that made one bucket layout in every launch, pooled as one point of the sweep (per launch the geometric mean of their medians; the point named by 25 where it is one of them, else by the smallest, in `best_cap_mb`, `next_cap_mb`, `equivalent_caps_mb` lists them all), a JSON list of lists; null where no two caps did (or every cap did: `same_buckets_mb`)"),
         C("noise", STR, "", "the caps whose steps are noisy (CV > 0.1), whose repeats disagree (medians > 10 % apart) or whose steps drift within the window, and why; empty when none"),
     ),
+    later=frozenset({"run_id"}),  # files written before it read it from their folder's name
 )  # fmt: skip
 
 COLLECTIVES = Table(
