@@ -223,16 +223,19 @@ def rpc_columns(results: list[RankResult]) -> dict[str, Any]:
 
 def parity_columns(main_result: RankResult, cfg: Configuration) -> dict[str, Any]:
     checked = main_result.parity
+    why = main_result.parity_inexact_why or "this strategy is not expected to match exactly"
     if checked is None:
-        # A strategy that is judged (parity_exact) and ran: its judging repeat's row has the verdict; else none has.
-        first = cfg.parity and not cfg.judges_parity and main_result.parity_exact and main_result.status == "ok"
-        note = judged_on(cfg.judging_repeat) if first else "not checked"
+        # A later repeat that ran: its judging repeat's row has the verdict, or, for a strategy never judged (the
+        # baseline, a lossy hook), the same reason as that row's (not "not checked": it was, on that repeat).
+        later = cfg.parity and not cfg.judges_parity and main_result.status == "ok"
+        note = "not checked"
+        if later:
+            note = judged_on(cfg.judging_repeat) if main_result.parity_exact else NOT_JUDGED + why
         return {"parity_max_abs_diff": None, "parity_tolerance": None, "parity_ok": None, "parity_note": note}
     note, ok = checked.note, checked.within_tolerance
     if not main_result.parity_exact and ok is not None:
         # Lossy or non-synchronising strategies: the difference is recorded, never judged a pass; why, in the
         # strategy's own words (stock is judged everywhere else: with comm_hook=bf16 it is the hook that differs).
-        why = main_result.parity_inexact_why or "this strategy is not expected to match exactly"
         note = f"{NOT_JUDGED}{why}; {note}"
         ok = None
     return {

@@ -328,3 +328,14 @@ def test_each_configs_memory_column_is_combined_over_the_ranks_as_its_meaning_sa
         said = [words for words in expected if f"in configs/ {words}" in meanings[name]]
         assert len(said) == 1, (name, meanings[name])
         assert combined[name] == expected[said[0]], (name, said[0], combined[name])
+
+
+def test_a_later_repeat_of_a_strategy_never_judged_says_why_as_its_first_repeat_does():
+    """local's (or a lossy hook's) later repeats read "not judged: <why>" like the first's row and the console's
+    "parity not judged", not "not checked" (it was checked, on the first); a judged strategy's name the repeat."""
+    cfg = configuration(repeat=1, judging_repeat=0)
+    baseline = RankResult("ok", parity_exact=False, parity_inexact_why="each rank steps on its own batch")
+    judged = RankResult("ok")
+    assert records.parity_columns(baseline, cfg)["parity_note"] == "not judged: each rank steps on its own batch"
+    assert records.parity_columns(judged, cfg)["parity_note"].startswith("judged on this configuration's repeat 1")
+    assert records.parity_columns(judged, configuration(repeat=1, parity=False))["parity_note"] == "not checked"
