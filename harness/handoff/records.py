@@ -7,12 +7,14 @@ diagnosed, and the tests with hand-made results.
 
 from __future__ import annotations
 
+import os
 from typing import Any, NamedTuple
 
 import pandas as pd
 
 import impls
 from harness.analysis import scaling, stats
+from harness.analysis.verdicts import environment
 from harness.config import precision
 from harness.config.grid import Configuration
 from harness.handoff.rank_result import RankResult
@@ -246,6 +248,13 @@ def parity_columns(main_result: RankResult, cfg: Configuration) -> dict[str, Any
     }
 
 
+def fault_aimed_at(cfg: Configuration) -> str | None:
+    """The DDPBENCH_FAULT this process runs under where it could fire in `cfg` (as the pages mark a row:
+    environment.targets), kept on the row so that a reader of the Parquet alone can leave the fault's figures out."""
+    fault = os.environ.get(environment.FAULT_VARIABLE, "").strip()
+    return fault if fault and environment.targets(fault, cfg.to_json()) else None
+
+
 def role_columns(impl: str) -> dict[str, Any]:
     """The strategy's roles as its class declares them (harness.protocols.ROLES), recorded on its row."""
     return roles_of(impls.entry(impl).cls)
@@ -281,6 +290,7 @@ def assemble(
         "launch_position": position,
         "status": status,
         "error": error,
+        "fault": fault_aimed_at(cfg),
         "impl": cfg.impl,
         "impl_options": cfg.options_json,  # as the reader returns it; the store writes it as a map
         **role_columns(cfg.impl),

@@ -339,3 +339,19 @@ def test_a_later_repeat_of_a_strategy_never_judged_says_why_as_its_first_repeat_
     assert records.parity_columns(baseline, cfg)["parity_note"] == "not judged: each rank steps on its own batch"
     assert records.parity_columns(judged, cfg)["parity_note"].startswith("judged on this configuration's repeat 1")
     assert records.parity_columns(judged, configuration(repeat=1, parity=False))["parity_note"] == "not checked"
+
+
+def test_a_row_a_fault_was_aimed_at_names_it_and_the_others_hold_null(monkeypatch, tmp_path):
+    """A reader of the Parquet alone must be able to leave an injected fault's figures out (the pages mark them
+    from run.json and the launch records, which the row now carries): the rows it could fire in, no other."""
+    fault = "slow:impl=naive,world=2,rank=1,ms=30"
+    monkeypatch.setenv("DDPBENCH_FAULT", fault)
+    results = [rank_result([1, 2, 3]), rank_result([1, 2, 3])]
+    assert assemble(results)[0]["fault"] == fault  # naive at 2 ranks: its rank 1 is held
+    assert assemble(results, configuration(impl="flat"))[0]["fault"] is None  # another strategy
+    assert assemble(results[:1], configuration(world_size=1))[0]["fault"] is None  # no rank 1 at one rank
+    monkeypatch.delenv("DDPBENCH_FAULT")
+    row = assemble(results)[0]
+    assert row["fault"] is None
+    store.write_configuration(tmp_path, "c", row, [], [])  # the column is the dictionary's: written, read back
+    assert store.read_configs(tmp_path)["fault"].isna().all()

@@ -240,6 +240,7 @@ CONFIGS = Table(
         C("error", STR, "", "failed: the error's last line, naming the rank; skipped: the reason"),
         C("error_kind", STR, "", "why a failed row failed: `exception` (a Python exception), `oom` (an allocation refused: CUDA's out-of-memory, the CPU allocator's), `killed` (a rank died without an exception: a signal, a hard exit), `timeout` (no progress for `--timeout` seconds; `error` names the ranks that did not respond and where the others wait), `launch` (the launch never started a configuration); null otherwise"),
         C("error_file", STR, "", "the failing rank's full traceback, relative to the run folder (`failures/<id>/rank<N>.traceback.txt`); a rank killed without one (`killed`: SIGKILL), the traceback of the first peer whose collective its death broke, which `error` names"),
+        C("fault", STR, "", "the `DDPBENCH_FAULT` injected on purpose into the launch that measured (or failed) this row and aimed at it: its strategy, world size, repeat, cap, rank and step could fire here (docs/faults.md); its times or failure are the fault's, not the code's, so leave the row out of a summary; null where none was, and in runs from before this column (run.json's `environment` names a fault set when the run began)"),
         IMPL,
         C("impl_options", OPTIONS, "", "the strategy's options: option name → its value as a JSON literal (`25.0`, `true`, `\"fp16\"`); ddpbench's reader returns them as one canonical JSON text"),
         *ROLES,
