@@ -73,8 +73,11 @@ ENTRIES = (
     Entry(SUMMARY_JSON, "each session's wall time, training steps and where the wall time went (`phases_s`), added up; the latest session's own (`session`: with the configurations it launched and its torchrun `launches`)", "bench, at its end"),
     Entry(f"{GRADPROFILE}/", "the gradient-ready profile per workload setup (input of `predict`)",
           "rank 0 at world size 1; predict"),
-    Entry(PREDICTIONS, "predicted step time per bucket cap against the measured sweep", "report, predict"),
-    Entry(FLOOR, "each configuration's communication floor", "report, predict"),
+    Entry(PREDICTIONS, "predicted step time per bucket cap against the measured sweep, where a network is known "
+          "(bench's `--busbw`, or a `ddpbench collectives` run of the machine in the same results folder)",
+          "report, predict"),
+    Entry(FLOOR, "each configuration's communication floor (where a network is known, as `predictions.parquet`)",
+          "report, predict"),
     Entry(f"{COLLECTIVES}/w<N>.parquet", "`ddpbench collectives`: one row per op × message size at world size N",
           "rank 0 of collectives"),
     Entry(f"{CONTENTION}/w<N>.parquet", "how overlapped compute and communication slow each other at world size N",
