@@ -138,14 +138,22 @@ def read_gradprofiles(run: Path) -> pd.DataFrame:
 
 
 def write_model_tables(run: Path, *, predictions: list[dict[str, Any]], floor: list[dict[str, Any]]) -> None:
-    """The step-time model's tables for one run (rewritten whenever the model is rerun)."""
-    write_parquet(Path(run) / layout.PREDICTIONS, predictions, PREDICTION_SCHEMA)
-    write_parquet(Path(run) / layout.FLOOR, floor, FLOOR_SCHEMA)
+    """The step-time model's tables for one run (rewritten whenever the model is rerun), each row naming its run
+    (the folder's name), so that several runs' files concatenated still say whose."""
+    run_id = Path(run).name
+    write_parquet(Path(run) / layout.PREDICTIONS, [{**r, "run_id": run_id} for r in predictions], PREDICTION_SCHEMA)
+    write_parquet(Path(run) / layout.FLOOR, [{**r, "run_id": run_id} for r in floor], FLOOR_SCHEMA)
 
 
 def read_predictions(run: Path) -> pd.DataFrame:
-    return read_table_file(Path(run) / layout.PREDICTIONS, model_columns.PREDICTIONS)
+    return _with_run_id(read_table_file(Path(run) / layout.PREDICTIONS, model_columns.PREDICTIONS), run)
 
 
 def read_floor(run: Path) -> pd.DataFrame:
-    return read_table_file(Path(run) / layout.FLOOR, model_columns.FLOOR)
+    return _with_run_id(read_table_file(Path(run) / layout.FLOOR, model_columns.FLOOR), run)
+
+
+def _with_run_id(frame: pd.DataFrame, run: Path) -> pd.DataFrame:
+    """A file from before its `run_id` column: the run is its folder."""
+    frame["run_id"] = frame["run_id"].fillna(Path(run).name)
+    return frame

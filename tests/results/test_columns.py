@@ -194,3 +194,17 @@ def test_the_reading_recipe_groups_each_configurations_repeats_and_pools_them_as
         measured = first[(row.impl, row.world_size, cap(json.loads(row.options).get("bucket_cap_mb")))]
         assert row.step_ms == pytest.approx(measured * (1.1 if row.repeats == 2 else 1.0))
     assert len(scope["steps"]) == len(store.read_steps(run))  # every step row finds its configuration
+
+
+def test_the_model_tables_name_their_run_written_and_read_from_before_the_column(tmp_path):
+    """Several runs' predictions.parquet and floor.parquet concatenated must still say whose each row is."""
+    run = tmp_path / "week-12"
+    floor = {"config_id": "c", "world_size": 2, "grad_bytes": 8, "allreduce_ms": 1.0, "floor_ms": 1.0, "step_ms": 2.0}
+    predicted = {"workload": "mlp", "size": "tiny", "impl": "stock", "world_size": 2, "measured_ms": 2.0}
+    model_tables.write_model_tables(run, predictions=[predicted], floor=[floor])
+    for name in ("predictions.parquet", "floor.parquet"):
+        assert pq.read_table(run / name).column("run_id").to_pylist() == ["week-12"]
+        older = pq.read_table(run / name).drop_columns(["run_id"])  # as written before the column
+        pq.write_table(older, run / name)
+    assert list(model_tables.read_predictions(run)["run_id"]) == ["week-12"]
+    assert list(model_tables.read_floor(run)["run_id"]) == ["week-12"]

@@ -153,7 +153,7 @@ PREDICTIONS = Table(
     "The step-time model against the run's bucket sweeps (`ddpbench predict`, `ddpbench report`): per `stock` "
     "bucket-cap configuration at world size ≥ 2 (repeats pooled) with a profile and a network.",
     (
-        WORKLOAD, SIZE, IMPL, WORLD_SIZE, BUCKET_CAP_MB,
+        RUN_ID, WORKLOAD, SIZE, IMPL, WORLD_SIZE, BUCKET_CAP_MB,
         C("measured_ms", F64, MS, "geometric mean over repeats of `step_ms_median` (as the run page ranks and the sweep decides)"),
         C("predicted_raw_ms", F64, MS, "the simulated DDP schedule on the world-size-1 profile as measured, without contention"),
         C("predicted_raw_contention_ms", F64, MS, "the profile as measured with the collectives run's contention: nothing from the run's own configurations (null where no contention was measured)"),
@@ -165,7 +165,7 @@ PREDICTIONS = Table(
         NETWORK,
         C("shared_cores_scale", F64, RATIO, "where the world size's ranks outnumber the run's cores (run.json's `usable_cpus`): how much slower each rank's compute is priced in `predicted_ms` and `predicted_contention_ms`, as `predict --run` prices it (the run's `local` step at its largest world size ≥ 2 over its one-rank step, times the further ranks per core, never below ranks / cores; without such a step, ranks / cores alone, a floor); null at a rank to a core"),
     ),
-    later=frozenset({"shared_cores_scale"}),
+    later=frozenset({"run_id", "shared_cores_scale"}),
 )  # fmt: skip
 
 FLOOR = Table(
@@ -175,13 +175,14 @@ FLOOR = Table(
     "`dataparallel`, `rpc_hybrid`, a PowerSGD hook, nor `zero` and `fsdp` (each rank updates 1/n of the "
     "parameters, so `local_ms` bounds nothing).",
     (
-        CONFIG_ID, WORLD_SIZE, GRAD_BYTES,
+        RUN_ID, CONFIG_ID, WORLD_SIZE, GRAD_BYTES,
         C("allreduce_ms", F64, MS, "one all-reduce of the bytes the configuration sends at the network's α and bus bandwidth: `grad_bytes`; 2 bytes an element under an fp16/bf16 hook"),
         C("local_ms", F64, MS, "`local` (no communication) step time at the same world size and setup"),
         C("floor_ms", F64, MS, "`max(local_ms, allreduce_ms)`: a measured bound (it computes at least the local step and sends at least those bytes), with local's noise and the fit's: a step can come out below it by chance, and the run page names any that does"),
         C("step_ms", F64, MS, "the configuration's measured step time"),
         NETWORK,
     ),
+    later=frozenset({"run_id"}),  # files written before it read it from their folder's name
 )  # fmt: skip
 
 TABLES = {**RUN_TABLES, **{t.name: t for t in (RECOMMENDATIONS, COLLECTIVES, CONTENTION, GRADPROFILE,
