@@ -404,9 +404,9 @@ def test_a_predict_page_written_into_a_site_is_listed_by_its_index_now_and_after
     from harness import cli
     from reports.pages.html import SHARED_PAGE
 
-    results, _ = built
+    results, built_site = built
     out = tmp_path / "site"
-    site.build_site(results=results, out=out, cluster=cluster.load("dgx-h100"))
+    shutil.copytree(built_site.index.parent, out)  # the module's site, as `report` built it: a copy to write into
     (out / "notes.html").write_text(f"<html><head><title>mine</title></head><body>{SHARED_PAGE}</body></html>")
     page_file = out / "h100.html"
     assert cli.main(["predict", "--run", "bucket_sweep", "--results", str(results), "--cluster", "dgx-h100",
@@ -591,12 +591,12 @@ def test_a_cluster_answer_ends_with_the_models_error_on_the_runs_own_steps(built
     assert "<b>How sure</b>: The same model against this run&#x27;s own steps at world size ≥ 2" in shared
 
 
-def test_a_run_without_a_cap_sweep_still_checks_ddp_on_stock_as_shipped(tmp_path):
+def test_a_run_without_a_cap_sweep_still_checks_ddp_on_stock_as_shipped(built, tmp_path):
     """A user's run benched plain stock at world size 2 beside ZeRO-1 and FSDP2, and read 'DDP not checked (no stock
     bucket-cap sweep …)' beside their errors: DDP as torch ships it is checked on its own rows instead."""
     from harness.perfmodel import own_check, predict
 
-    results = network_results(tmp_path)
+    results = shutil.copytree(built[0], tmp_path / "results")  # the module's runs, to change: not measured again
     run = results / "bucket_sweep"
     for part in (run / "configs").glob("*stock*.parquet"):  # stock as shipped: no cap given
         pd.read_parquet(part).assign(impl_options="{}").to_parquet(part)
@@ -620,13 +620,13 @@ def test_a_run_without_a_cap_sweep_still_checks_ddp_on_stock_as_shipped(tmp_path
     )  # no cap given: no sweep
 
 
-def test_the_stored_predictions_and_the_own_check_slow_the_compute_where_ranks_outnumber_the_cores(tmp_path):
+def test_the_stored_predictions_and_the_own_check_slow_the_compute_where_ranks_outnumber_the_cores(built, tmp_path):
     """predict --run slowed the compute of a world size whose ranks outnumber the run's cores, while
     predictions.parquet (the run page's curve) and the what-if page's own check priced it at the one-rank compute:
     all three now read the run's cores, so they price one step."""
     from harness.perfmodel import own_check, predict
 
-    results = network_results(tmp_path)
+    results = shutil.copytree(built[0], tmp_path / "results")  # the module's runs, to change: not measured again
     run = results / "bucket_sweep"
     meta = store.read_run_meta(run)
     store.write_json(run / "run.json", {**meta, "environment": {**meta["environment"], "usable_cpus": 1}})
@@ -682,15 +682,15 @@ def test_errors_read_from_a_run_as_numpy_floats_say_not_borne_out_rather_than_cr
     assert own_check.unborne_words({"DDP": [np.float64(0.1)]}) == ""
 
 
-def test_a_what_if_page_that_fails_costs_neither_the_run_page_nor_the_site(tmp_path, monkeypatch, caplog):
+def test_a_what_if_page_that_fails_costs_neither_the_run_page_nor_the_site(built, tmp_path, monkeypatch, caplog):
     def broken(*args, **kwargs):
         raise TypeError("a prediction's bug")
 
     monkeypatch.setattr(site.whatif, "whatif_page", broken)
-    results = network_results(tmp_path)
-    built = site.build_site(results=results, out=tmp_path / "site", cluster=cluster.load("dgx-h100"))
-    assert built.index.is_file() and built.run_pages and not built.whatif_pages
-    assert all(page.is_file() for page in built.run_pages.values())
+    results = shutil.copytree(built[0], tmp_path / "results")  # the module's runs, not measured again
+    made = site.build_site(results=results, out=tmp_path / "site", cluster=cluster.load("dgx-h100"))
+    assert made.index.is_file() and made.run_pages and not made.whatif_pages
+    assert all(page.is_file() for page in made.run_pages.values())
     assert "what-if page of run bucket_sweep not written (TypeError: a prediction's bug)" in caplog.text
 
 
