@@ -2,15 +2,23 @@
 
 from __future__ import annotations
 
+import pytest
+
 from harness import cli
+from harness.launch import torchrun
 
 
 def refused(capsys, tmp_path, *args: str) -> str:
     results = tmp_path / "results"
-    try:
-        code = cli.main(["bench", "--results", str(results), "--size", "tiny", "--steps", "1", *args])
-    except SystemExit as exit_:  # argparse's own refusal
-        code = exit_.code
+    # Bad input launches nothing: the ranks' early imports (`torchrun.start_early`, a zygote process importing torch)
+    # would only be killed at the test's end, 0.06 s of CPU and a process each (test_bench_input.py began 23).
+    # Where bench begins them and what ends them: tests/face/test_bench_provenance.py.
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(torchrun, "start_early", lambda *_, **__: None)
+        try:
+            code = cli.main(["bench", "--results", str(results), "--size", "tiny", "--steps", "1", *args])
+        except SystemExit as exit_:  # argparse's own refusal
+            code = exit_.code
     captured = capsys.readouterr()
     assert code == 2, captured
     assert captured.err.count("\n") == 1 and "Traceback" not in captured.err, captured.err
