@@ -11,13 +11,18 @@ from harness import cli
 from harness.commands import arguments
 from harness.config.bench import BenchConfig, ConfigError, rank_ladder
 from harness.config.grid import decides_anything, expand, rotated
+from harness.launch import torchrun
 
 
 def run_cli(capsys, *args: str) -> tuple[int, str, str]:
-    try:
-        code = cli.main(list(args))
-    except SystemExit as exit_:
-        code = exit_.code
+    """The command refused here: none launches, so the ranks' early imports (a zygote importing torch, killed at the
+    test's end, tests/bad_input.py) are not begun."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(torchrun, "start_early", lambda *_, **__: None)
+        try:
+            code = cli.main(list(args))
+        except SystemExit as exit_:
+            code = exit_.code
     captured = capsys.readouterr()
     return code, captured.out, captured.err
 
