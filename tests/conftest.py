@@ -4,6 +4,7 @@ seconds of interpreter start-up, so several tests read the same small run."""
 from __future__ import annotations
 
 import gc
+import pickle
 import shutil
 import socket
 import subprocess
@@ -61,6 +62,27 @@ def _make_small_run(results: Path) -> None:
         "--bucket-timeline", "--repeats", "1",
     )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+@pytest.fixture(scope="session")
+def network_site(request, tmp_path_factory):
+    """The golden bucket sweep beside a collectives run (test_netreport.network_results) and their site on dgx-h100,
+    as (results, BuiltSite): made once per test session, whichever worker asks first (test_netreport and
+    test_browser each made their own, seconds of measuring and building). Read only (a `predict --run` of them
+    rewrites their model tables as they were): a test that changes the runs or writes into the site copies it first."""
+    from test_netreport import network_results
+
+    from harness.perfmodel.clusters import cluster
+    from reports import site
+
+    root = shared_folder(request, tmp_path_factory, "network-site")
+    made = root / "built.pickle"
+    with FileLock(str(root) + ".lock"):
+        if not made.is_file():
+            shutil.rmtree(root, ignore_errors=True)
+            built = site.build_site(results=network_results(root), out=root / "site", cluster=cluster.load("dgx-h100"))
+            made.write_bytes(pickle.dumps(built))
+    return root / "results", pickle.loads(made.read_bytes())
 
 
 @pytest.fixture(scope="session")

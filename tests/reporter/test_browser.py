@@ -144,15 +144,10 @@ def test_a_console_error_is_caught(tab, tmp_path):
     assert any("boom" in error for error in tab.errors)
 
 
-def test_the_network_pages_render_offline_without_errors(tab, tmp_path):
+def test_the_network_pages_render_offline_without_errors(tab, network_site):
     """The collectives page, a run page with the floor and the model's curves (built from the golden sweep), and
-    its what-if page on a cluster, whose links resolve."""
-    from test_netreport import network_results
-
-    from harness.perfmodel.clusters import cluster
-
-    built_site = site.build_site(results=network_results(tmp_path), out=tmp_path / "site",
-                                 cluster=cluster.load("dgx-a100"))  # fmt: skip
+    its what-if page on a cluster, whose links resolve: the site test_netreport reads (conftest.py)."""
+    _, built_site = network_site
     runs = built_site.index.parent / "runs"
     pages = (built_site.index.parent / "collectives" / "net.html", runs / "bucket_sweep.html",
              runs / "bucket_sweep.whatif.html")  # fmt: skip

@@ -68,10 +68,8 @@ def network_results(root: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def built(tmp_path_factory) -> tuple[Path, site.BuiltSite]:
-    root = tmp_path_factory.mktemp("net")
-    results = network_results(root)
-    return results, site.build_site(results=results, out=root / "site", cluster=cluster.load("dgx-h100"))
+def built(network_site) -> tuple[Path, site.BuiltSite]:
+    return network_site  # network_results' runs and their site on dgx-h100 (conftest.py), read only
 
 
 def test_the_model_tables_pair_the_sweep_with_the_floor_and_the_prediction(built):
