@@ -244,14 +244,13 @@ def too_large_here(
     user's 350M file was listed with 'bench it', whose dry run said its ranks would be killed: list counted 16 B a
     parameter against the host's total memory. `batch`, `optimizer` and `ranks` judge another setup than bench's
     defaults (predict's profile: one process, its batch and optimizer), `many` False its memory alone."""
-    import torch
-
     import workloads
     from harness.commands.console.plan import available_bytes, ddp_rank_bytes
+    from harness.config.bench import cuda_here
     from harness.measure import meta_counts
     from harness.results.units import human_bytes
 
-    count, gpu = parameter_count(name, size, options), torch.cuda.is_available()
+    count, gpu = parameter_count(name, size, options), cuda_here()  # no GPU driver here: said without torch
     many = many and not gpu and not isinstance(count, str) and count > SHORT_PARAMETERS
     many_words = (f"{human_count(count)} parameters, more than the {human_count(SHORT_PARAMETERS)} a CPU steps "
                   "through briefly (bench --dry-run says how long)") if many else ""  # fmt: skip
@@ -259,6 +258,8 @@ def too_large_here(
     batch = batch or workload.default_batch_size()
     counts = meta_counts.counts(name, size, options, batch_size=batch, dtype="fp32")
     if gpu:
+        import torch
+
         memory, ranks, where = torch.cuda.get_device_properties(0).total_memory, ranks or 1, "this machine's GPU has"
     else:
         memory, ranks, where = available_bytes(), ranks or 2, "this machine has available"

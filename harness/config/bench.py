@@ -327,6 +327,18 @@ def cuda_available() -> bool:
     return torch.cuda.is_available()
 
 
+def cuda_here() -> bool:
+    """torch's `cuda_available`, asked of torch only where a GPU may be: no GPU driver's file (GPU_DEVICE_NODES) and
+    no nvidia-modprobe, which loads NVIDIA's driver at CUDA's first use, say none without torch's import (2 to 12 s
+    of a warm `list gpt2`, which builds no model); torch already imported answers itself."""
+    import shutil
+    import sys
+
+    if "torch" in sys.modules or shutil.which("nvidia-modprobe") or any(map(os.path.exists, GPU_DEVICE_NODES)):
+        return cuda_available()
+    return False
+
+
 class HereDevice:
     """This machine's device (`cuda` where torch sees a GPU, else `cpu`), asked of torch at the first read of its
     `type`: `predict` over a run's stored profile needs none, and torch's import is seconds of a user's wait."""

@@ -6,6 +6,7 @@ torch came in."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -64,6 +65,49 @@ def test_commands_over_a_runs_stored_profile_import_no_torch(tmp_path, monkeypat
         done = subprocess.run([sys.executable, "-c", PROBE, *command], cwd=tmp_path, capture_output=True, text=True)
         last = done.stderr.strip().splitlines()[-1]
         assert last == "exit 0 torch imported: False", (name, done.stdout + done.stderr)
+
+
+NO_DRIVER = """
+from harness.config import bench
+bench.GPU_DEVICE_NODES = ('/no/such/device',)  # a GPU machine's answer is its GPU's memory: torch's to give
+"""
+
+
+def test_list_of_a_counted_workload_imports_no_torch(tmp_path, monkeypatch):
+    """Where no GPU driver is here, `list mlp` and `list gpt2` over the user's cached counts (their sizes' counts and
+    whether a rank at full fits, which asked torch for a GPU) import neither torch nor transformers."""
+    from harness import cli
+
+    monkeypatch.chdir(tmp_path)
+    commands = {("list", "mlp"): 0, ("list", "gpt2"): 0}
+    for command in commands:  # counted first, as a user's earlier command did
+        assert cli.main(list(command)) == 0
+    bare = {**os.environ, "PATH": str(Path(sys.executable).parent)}  # no nvidia-modprobe to load a driver
+    for command, code in commands.items():
+        done = subprocess.run([sys.executable, "-c", NO_DRIVER + PROBE + TRANSFORMERS, *command], cwd=tmp_path,
+                              capture_output=True, text=True, env=bare)  # fmt: skip
+        said = done.stderr.strip().splitlines()[-2:]
+        assert said == [f"exit {code} torch imported: False", "transformers imported: False"], done.stderr
+
+
+TRANSFORMERS = """
+print("transformers imported:", "transformers" in sys.modules, file=sys.stderr)
+"""
+
+
+def test_cuda_here_asks_torch_only_where_a_gpu_driver_may_be(tmp_path, monkeypatch):
+    from harness.config import bench
+
+    monkeypatch.setattr(bench, "cuda_available", lambda: "torch asked")
+    monkeypatch.delitem(sys.modules, "torch", raising=False)
+    monkeypatch.setattr(shutil, "which", lambda name: None)
+    monkeypatch.setattr(bench, "GPU_DEVICE_NODES", (str(tmp_path / "nvidiactl"),))
+    assert bench.cuda_here() is False
+    (tmp_path / "nvidiactl").touch()
+    assert bench.cuda_here() == "torch asked"
+    (tmp_path / "nvidiactl").unlink()
+    monkeypatch.setattr(shutil, "which", lambda name: "/usr/bin/nvidia-modprobe" if name == "nvidia-modprobe" else None)
+    assert bench.cuda_here() == "torch asked"
 
 
 def test_a_lazy_module_becomes_the_module_itself_at_its_first_use():
