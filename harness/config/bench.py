@@ -340,12 +340,12 @@ def cuda_here() -> bool:
 
 
 class HereDevice:
-    """This machine's device (`cuda` where torch sees a GPU, else `cpu`), asked of torch at the first read of its
-    `type`: `predict` over a run's stored profile needs none, and torch's import is seconds of a user's wait."""
+    """This machine's device (`cuda` where torch sees a GPU, else `cpu`), asked (`cuda_here`) at the first read of
+    its `type`: `predict` over a run's stored profile needs none, and torch's import is seconds of a user's wait."""
 
     @functools.cached_property
     def type(self) -> str:
-        return "cuda" if cuda_available() else "cpu"
+        return "cuda" if cuda_here() else "cpu"
 
 
 def gpu_count() -> int:

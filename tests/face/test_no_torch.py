@@ -73,14 +73,17 @@ bench.GPU_DEVICE_NODES = ('/no/such/device',)  # a GPU machine's answer is its G
 """
 
 
-def test_list_of_a_counted_workload_imports_no_torch(tmp_path, monkeypatch):
+def test_list_of_a_counted_workload_and_a_refused_predict_import_no_torch(tmp_path, monkeypatch):
     """Where no GPU driver is here, `list mlp` and `list gpt2` over the user's cached counts (their sizes' counts and
-    whether a rank at full fits, which asked torch for a GPU) import neither torch nor transformers."""
+    whether a rank at full fits, which asked torch for a GPU) and `predict --run` refusing a GPU run that stored no
+    profile (which asked torch for this machine's device) import neither torch nor transformers."""
     from harness import cli
 
+    shutil.copytree(DATA / "gpu_memory", tmp_path / "runs" / "gpu_memory")
     monkeypatch.chdir(tmp_path)
-    commands = {("list", "mlp"): 0, ("list", "gpt2"): 0}
-    for command in commands:  # counted first, as a user's earlier command did
+    commands = {("list", "mlp"): 0, ("list", "gpt2"): 0,
+                ("predict", "--run", "runs/gpu_memory", "--busbw", "90GB/s", "--latency", "30us"): 2}  # fmt: skip
+    for command in list(commands)[:2]:  # counted first, as a user's earlier command did
         assert cli.main(list(command)) == 0
     bare = {**os.environ, "PATH": str(Path(sys.executable).parent)}  # no nvidia-modprobe to load a driver
     for command, code in commands.items():
