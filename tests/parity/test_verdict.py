@@ -279,8 +279,8 @@ def test_where_the_first_repeat_failed_the_next_one_judges_and_the_later_ones_po
 
 
 def test_a_later_repeat_of_a_strategy_never_judged_does_not_point_at_the_first():
-    """local and lossy hooks are not judged on any repeat: their later rows say "not checked", not "judged on
-    this configuration's repeat 1"."""
+    """local and lossy hooks are not judged on any repeat: their later rows say why, as the first's does, not
+    "judged on this configuration's repeat 1"; a later repeat that did not run says "not checked"."""
     import dataclasses
 
     from harness.handoff.rank_result import RankResult
@@ -290,7 +290,8 @@ def test_a_later_repeat_of_a_strategy_never_judged_does_not_point_at_the_first()
     later = dataclasses.replace(configuration_for_cache(), repeat=1)
     exact = parity_columns(RankResult("ok", parity_exact=True), later)["parity_note"]
     assert exact == judged_on(0)
-    assert parity_columns(RankResult("ok", parity_exact=False), later)["parity_note"] == "not checked"
+    never = parity_columns(RankResult("ok", parity_exact=False), later)["parity_note"]
+    assert never == "not judged: this strategy is not expected to match exactly"
     assert parity_columns(RankResult("skipped", "needs CUDA", parity_exact=True), later)["parity_note"] == "not checked"
 
 
