@@ -553,6 +553,11 @@ def test_with_repeats_parity_is_one_row_per_configuration_failed_where_any_repea
     assert local.loc["local · w1 (3 repeats)", "parity_note"] == (
         "not judged: …; identical to the reference (the other repeats: not checked)"
     )
+    # a never-judged strategy's later repeats say its reason alone (records.parity_columns): said once, not twice
+    reasons = runs.assign(parity_note=np.where(runs["repeat"] == 0, "not judged: why; identical to the reference",
+                                               "not judged: why"))  # fmt: skip
+    local = trust_section.parity_by_configuration(aggregate.labelled(reasons)).set_index("config_label")
+    assert local.loc["local · w1 (3 repeats)", "parity_note"] == "not judged: why; identical to the reference"
     markup = trust_section.parity_table(runs)
     assert markup.count("<b>FAILED</b>") == 1 and "(3 repeats)" in markup
     assert "<td>5.00e-01</td><td>1.00e-04</td>" in markup.replace("\n", "")

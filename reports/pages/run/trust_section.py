@@ -51,8 +51,11 @@ def _at_largest(group: pd.DataFrame) -> float | None:
 
 def _pooled_note(group: pd.DataFrame) -> str:
     """The repeats' parity notes, each once; 'not checked' (the repeats after the one that was) said as the
-    others', so that 'identical to the reference …; not checked' does not read as one verdict and its denial."""
+    others', so that 'identical to the reference …; not checked' does not read as one verdict and its denial; a
+    later repeat's 'not judged: <why>' said once, within the first's 'not judged: <why>; <what it measured>'."""
     notes = list(dict.fromkeys(n for n in group["parity_note"] if isinstance(n, str) and n))
+    # a never-judged strategy's later repeats say its reason alone, the first its reason and what it measured
+    notes = [n for n in notes if not any(other.startswith(f"{n}; ") for other in notes)]
     if NOT_CHECKED in notes and len(notes) > 1:
         return "; ".join(n for n in notes if n != NOT_CHECKED) + " (the other repeats: not checked)"
     return "; ".join(notes)
