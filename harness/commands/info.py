@@ -48,7 +48,7 @@ def run_list(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
         return 0
     status = Status("list")  # every strategy's and workload's module imported (torch), each model counted once
     status.show("importing the strategies")
-    strategies = impls.REGISTRY.entries()
+    strategies = list(impls.REGISTRY.entries())  # every file loaded first: a broken one refused before any line
     console.say("strategies:")
     for entry in strategies:
         # An option left unset by default lets the library choose (DDP's own bucket cap): say so, not "None".

@@ -50,7 +50,9 @@ def test_a_strategy_missing_wrap_fails_the_check_and_is_refused_at_registration(
     assert "test_registry.py: strategy 'nowrap' does not define wrap" in str(refused.value)
 
 
-def test_a_broken_strategy_file_is_refused_in_one_line_by_the_cli(monkeypatch, capsys):
+@pytest.mark.parametrize("command", [["list", "stock"], ["list"]])
+def test_a_broken_strategy_file_is_refused_in_one_line_by_the_cli(command, monkeypatch, capsys):
+    """Bare `list` once printed 'strategies:' before the refusal (its entries loaded as it said them)."""
     from harness import cli
 
     @dataclasses.dataclass(kw_only=True)
@@ -62,9 +64,9 @@ def test_a_broken_strategy_file_is_refused_in_one_line_by_the_cli(monkeypatch, c
         impls.REGISTRY.register("nosync", description="d")(NoSync)
 
     monkeypatch.setattr(impls.REGISTRY, "_load", load_a_broken_file)
-    assert cli.main(["list", "stock"]) == 2
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "strategy 'nosync' does not define sync_gradients" in err
+    assert cli.main(command) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1 and "strategy 'nosync' does not define sync_gradients" in err
     assert "Traceback" not in err
 
 
