@@ -18,12 +18,19 @@ def predict_links(meta: dict) -> str:
     return f"<p>On a cluster at a GPU step given (<code>ddpbench predict --page</code>): {links}.</p>" if links else ""
 
 
+NOT_REGISTERED = "not registered here"
+"""The legend's words for a strategy the rows name that no plug-in registers where the report is built: its own
+description is in its file, not in the run."""
+
+
 def strategies_legend(shown: list[str], leaders: set[str] = frozenset()) -> str:
     """What each strategy shown is, in its plug-in's registered words (`ddpbench list`), and where one is not a
-    strategy to deploy (its plug-in's `instrument`), that, first where it leads a headline above; '' for none."""
+    strategy to deploy (its plug-in's `instrument`), that, first where it leads a headline above; one not registered
+    where the page is built (a strategy file of the run's machine, or one since removed) said so, not left out as
+    if the legend were complete; '' for none."""
     said = {impl: roles.described(impl) for impl in shown}
-    named = [f"<b>{esc(impl)}</b>: {esc(what)}" + (f" — {esc(why)}" if why else "")
-             for impl, (what, why) in said.items() if what]  # fmt: skip
+    named = [f"<b>{esc(impl)}</b>: {esc(what or NOT_REGISTERED)}" + (f" — {esc(why)}" if why else "")
+             for impl, (what, why) in said.items()]  # fmt: skip
     if not named:
         return ""
     led = [f"<b>{esc(impl)}</b> leads above but is {esc(said[impl][1])}" for impl in shown
