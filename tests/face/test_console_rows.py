@@ -95,6 +95,34 @@ def test_the_cpu_profiles_collectives_table_names_zero_ones_column_as_its_broadc
     assert row.split()[-3:] == ["6", "11", "5.5"]
 
 
+def test_the_collectives_table_names_the_run_strategies_it_leaves_out_and_why(capsys):
+    """A walkthrough's own strategy (rsag, a flat buffer reduce-scattered then all-gathered) went missing from the
+    table of 'each strategy's collectives' with no word: the run's strategies no step model times are named under
+    it, by the roles their rows record (a name not registered here has a new strategy's), never by their names."""
+    import types
+
+    import pandas as pd
+
+    from harness.commands.console.predict.steps import collectives_answer
+    from harness.perfmodel.pick.communication import unpriced
+
+    configs = pd.DataFrame({"impl": ["local", "stock", "zero", "fsdp", "naive", "rsag", "flat", "naive"],
+                            "workload": ["mlp"] * 7 + ["gpt2"], "status": ["ok"] * 6 + ["failed", "ok"]})  # fmt: skip
+    assert unpriced(configs, "mlp") == ["naive", "rsag"]  # the baseline sends nothing; a failed row measured none
+    assert unpriced(configs[configs["impl"].isin(["stock", "zero", "fsdp"])], "mlp") == []
+    frame = pd.DataFrame({"world_size": [8], "nodes": [1], "bucket_cap_mb": [25.0], "full_size_mb": [1024.0],
+                          "full_size_comm_ms": [10.0], "full_size_last_ms": [1.0], "zero_full_size_broadcast_ms": [6.0],
+                          "fsdp_full_size_gather_ms": [11.0], "fsdp_full_size_scatter_ms": [5.5]})  # fmt: skip
+    profile = types.SimpleNamespace(optimizer_s=0.01, local_step_s=0.1, grad_bytes=2**30)
+    collectives_answer(types.SimpleNamespace(name="dgx-a100"), [frame], trained=False, profile=profile, optimizer="sgd",
+                       unpriced=["rsag"])  # fmt: skip
+    under = capsys.readouterr().out.splitlines()[3]
+    assert under.startswith("  not in the table: rsag, which no step model here times (it models DDP's buckets, ")
+    assert under.endswith("the run page has what the run measured of its collectives")
+    collectives_answer(types.SimpleNamespace(name="dgx-a100"), [frame], trained=False, profile=profile, optimizer="sgd")
+    assert "not in the table" not in capsys.readouterr().out  # every strategy priced: nothing said
+
+
 def test_the_cpu_profiles_collectives_table_sets_a_benched_2_byte_hook_beside_ddp_at_the_cap_it_ran_at(capsys):
     """A run that benched comm_hook=fp16 read the network's table without it (DDP per cap, ZeRO-1, FSDP2), though the
     hook's halved all-reduces do not depend on the GPU's compute: its column, named as the run names it, at the cap

@@ -298,13 +298,15 @@ def run_steps(args: argparse.Namespace, chosen, profile, caps: list[float], *, d
                "one_rank_step_ms": profile.local_step_s * 1e3}  # fmt: skip
     out = pd.concat(rows, ignore_index=True).assign(**context)
     if not known:  # a CPU's compute: what holds on any GPU (the memory, said above), and what gives the rest
+        from harness.perfmodel.pick.communication import unpriced
         from harness.perfmodel.pick.compressed import benched_hooks
 
         hooks = benched_hooks(configs, given.get("workload"))  # DDP's beside, under the 2-byte hooks the run benched
         alone = len(getattr(args, "clusters", None) or [None]) == 1  # several: why no step said once, first
+        left_out = unpriced(configs, given.get("workload"))  # the run's strategies no step model prices: named
         args.optimizer_share = steps.collectives_answer(chosen, rows, trained=trained is not None, profile=profile,
                                                         optimizer=(setup or {}).get("optimizer") or "sgd",
-                                                        alone=alone, hooks=hooks)  # fmt: skip
+                                                        alone=alone, hooks=hooks, unpriced=left_out)  # fmt: skip
         full_size.fsdp_bf16_what_if(setup, configs, trained)  # FSDP2's gathers above at fp32: their bytes at bf16
         estimate.say_step_estimate(args, configs, setup, chosen, trained, profile)  # a runnable step, an estimate
         return out

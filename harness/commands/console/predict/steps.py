@@ -155,18 +155,27 @@ def _once(figures) -> str:
 
 
 def collectives_answer(
-    cluster, frames: list[pd.DataFrame], *, trained: bool, profile, optimizer: str, alone: bool = True, hooks=None
+    cluster,
+    frames: list[pd.DataFrame],
+    *,
+    trained: bool,
+    profile,
+    optimizer: str,
+    alone: bool = True,
+    hooks=None,
+    unpriced: list[str] = (),
 ) -> float:
     """Where the compute is a CPU's (scaling.steps_known): per GPU count, the ms each strategy's collectives take a step
     on the cluster's network, whatever the GPU computes (communication.communicated, the what-if page's table): the full
     size's (the model you will train's, `trained`) where `frames` hold its floors, else the profile's gradients; then
     why no step, strategy or cap is named (the page's banner) and what gives them, unless several clusters are
     (`alone` False: said once for them all, first, `no_step`); DDP's under the 2-byte hooks the run benched (`hooks`:
-    compressed.benched_hooks) at the caps it benched them at. The optimizer's share of the step returned."""
+    compressed.benched_hooks) at the caps it benched them at; the run's strategies none of them prices (`unpriced`:
+    communication.unpriced) named under it, with why. The optimizer's share of the step returned."""
     import pandas as pd
 
     from harness.perfmodel.memory import mib_text
-    from harness.perfmodel.pick.communication import LAST_BUCKET_LEAST, communicated
+    from harness.perfmodel.pick.communication import LAST_BUCKET_LEAST, communicated, unpriced_words
 
     full = "full_size_mb" in frames[0]
     comm = communicated(pd.concat(frames, ignore_index=True), full=full)
@@ -198,6 +207,8 @@ def collectives_answer(
     widths = [max(len(row[n]) for row in rows) for n in range(len(rows[0]))]
     for row in rows:
         say("  " + "  ".join(cell.rjust(width) for cell, width in zip(row, widths, strict=True)))
+    if left_out := unpriced_words(list(unpriced)):
+        say(f"  {left_out}")
     share = profile.optimizer_s / (profile.local_step_s or 1.0)
     if alone:  # several clusters: said once, first, for all (no_step)
         no_step([cluster.name], optimizer=optimizer, share=share)
