@@ -147,6 +147,7 @@ def measure(spec: str, workload, batches, *, session, units: dict) -> dict:
     hook = json.dumps({"comm_hook": getattr(strategy, "comm_hook", "none")})  # PowerSGD's kept error and copies
     result = {"impl": spec, "peak_mb": sampler.peak_mb - before, "state_mb": state / MIB, "step_buckets_mb": at_step,
               "buckets_mb": buckets_mb, "unsharded_mb": unsharded,
+              "sync_temp_mb": held["grad_bytes"] / MIB * strategy.sync_temporaries,  # as its class declares them
               "optimizer_temp_mb": held["optimizer_state_bytes"] / MIB * TEMPORARY_SHARE["adam"],
               "hook_state_mb": hook_state_mb(laid_out, hook),
               "hook_copies_mb": hook_copies_mb(laid_out, hook)}  # fmt: skip

@@ -70,6 +70,7 @@ class Strategy(Protocol):
     shards_state: ClassVar[bool]
     comm_after_backward: ClassVar[bool]
     keeps_buckets: ClassVar[bool]
+    sync_temporaries: ClassVar[float]
     single_process: ClassVar[bool]
     extra_ranks: ClassVar[int]
 
@@ -116,13 +117,14 @@ ROLES = (
     "shards_state",
     "comm_after_backward",
     "keeps_buckets",
+    "sync_temporaries",
     "single_process",
 )
 """The class attributes that say what the harness, the model and the reports need to know of a strategy.
 Every row records them (columns of the same names), and every reader decides by them, never by a name."""
 
 
-def roles_of(cls: type) -> dict[str, bool | str]:
+def roles_of(cls: type) -> dict[str, bool | str | float]:
     """A strategy class's roles, {attribute: value}, defaults included (what its rows record)."""
     return {name: getattr(cls, name, getattr(StrategyDefaults, name)) for name in ROLES}
 
@@ -164,6 +166,13 @@ class StrategyDefaults:
     keeps_buckets: ClassVar[bool] = False
     """True where the strategy keeps buffers its gradients travel in beside the gradients (DDP's buckets, a flat
     buffer): memory a rank needs, reported by `layout` (none where the gradients are views of them)."""
+
+    sync_temporaries: ClassVar[float] = 0.0
+    """What `sync_gradients` allocates beside the gradients and frees again within the step, as a multiple of the
+    gradients' bytes (a flat copy of every gradient made anew, reduce-scattered, and a flat buffer all-gathered
+    into: 2.0): memory a rank needs at its peak that neither its state held after the step nor `layout` shows, so
+    the memory model counts only what is declared here (0: none). `keeps_buckets` is for buffers kept from step
+    to step."""
 
     single_process: ClassVar[bool] = False
     """True for strategies that drive every local GPU from one process (nn.DataParallel).

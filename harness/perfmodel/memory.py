@@ -10,7 +10,8 @@ another size has its optimizer state by torch's partition of that size's paramet
 forward keeps for backward at the rank's batch (`activation_mb`, counted by harness.measure.modelinfo; in the
 strategy's own dtype where it computes in another, `compute_activation_mb`), the same at every world size. And,
 whole on every rank at any world size: the gradient buckets kept beside the gradients (`buckets_mb`), what a
-sharding strategy holds whole beside its shards (`unsharded_mb`), a GPU's optimizer step's temporaries
+sharding strategy holds whole beside its shards (`unsharded_mb`), what a strategy's sync allocates beside the
+gradients as its plug-in declares it (`sync_temp_mb`, role `sync_temporaries`), a GPU's optimizer step's temporaries
 (`optimizer_temp_mb`), and a communication hook's state and copies (`hook_state_mb`, `hook_copies_mb`). Buffers
 and the kernels' working memory are in none of these: they are in a GPU run's peak. A rank needs its state, its
 hook's, and the larger of backward's part and the optimizer step's (`need_mb`). Against a CPU rank's polled
@@ -54,8 +55,10 @@ def state_per_rank(configs: pd.DataFrame, worlds: list[int]) -> pd.DataFrame:
     adds to it, where counted at two batches: a bf16 run's copies of its weights are kept once, whatever the batch;
     NaN where not), tokens_per_batch,
     buckets_mb (`_buckets`), unsharded_mb (`_unsharded`; NaN where not recorded), optimizer_temp_mb
-    (TEMPORARY_SHARE), parity_failed_by and parity_failed_tolerance (pick.parity.failure: NaN unless it failed
-    parity), failed_here (pick.failed.FAILED: the run's failed strategies). Empty where no strategy qualifies."""
+    (TEMPORARY_SHARE), sync_temp_mb (the gradients held times the role `sync_temporaries`: what its sync allocates
+    beside them, as declared; measured nowhere), parity_failed_by and parity_failed_tolerance (pick.parity.failure:
+    NaN unless it failed parity), failed_here (pick.failed.FAILED: the run's failed strategies). Empty where no
+    strategy qualifies."""
     held = [column for column in HELD if column in configs]
     if len(held) < len(HELD) or configs.empty:
         return pd.DataFrame()
@@ -101,8 +104,15 @@ def state_per_rank(configs: pd.DataFrame, worlds: list[int]) -> pd.DataFrame:
                          "optimizer_temp_mb": state.get("held_optimizer_state_mb", 0.0)
                          * TEMPORARY_SHARE.get(str(base.get("optimizer")), 0.0),
                          "unsharded_mb": unsharded, "hook_state_mb": hook_state,
+                         "sync_temp_mb": _declared(group, "sync_temporaries") * state.get("held_grad_mb", 0.0),
                          "hook_copies_mb": hook_copies, **parity.failure(group), failed.FAILED: failures})  # fmt: skip
     return pd.DataFrame(rows)
+
+
+def _declared(group: pd.DataFrame, role: str) -> float:
+    """A numeric role the strategy's rows record (with_roles filled a run's from before it); 0 where none."""
+    values = pd.to_numeric(group[role], errors="coerce").dropna() if role in group else pd.Series(dtype=float)
+    return float(values.max()) if len(values) else 0.0
 
 
 def _whole_parameter_floor(group: pd.DataFrame, fits: dict, split_kinds: list[str]) -> dict[str, float]:
@@ -213,9 +223,10 @@ def unsharded_mb(*, param_bytes: float, root_param_bytes: float, root_grad_bytes
 
 def need_mb(state: pd.DataFrame) -> pd.Series:
     """What each row's rank needs at its step's peak: its model state, its hook's (`hook_state_mb`), and the larger
-    of what backward holds beside it (buckets, FSDP's unsharded parameters and gradients, and the larger of the
-    activations and the hook's copies) and what the optimizer step does (a GPU's optimizer temporaries, the buckets
-    still beside the gradients then). What a run did not record counts as none (`unrecorded` names it)."""
+    of what backward holds beside it (buckets, FSDP's unsharded parameters and gradients, its sync's declared
+    temporaries, and the larger of the activations and the hook's copies) and what the optimizer step does (a GPU's
+    optimizer temporaries, the buckets still beside the gradients then). What a run did not record counts as none
+    (`unrecorded` names it)."""
     held, kept, copies, optimizer = need_parts(state)
     # The hook's copies come as a bucket is ready, the largest (often the embedding's) last: by then backward has
     # freed the activations (gpt2/small under PowerSGD: 1.3 % over a CPU rank's peak so, 25 % counting both).
@@ -230,7 +241,8 @@ def need_parts(state: pd.DataFrame) -> tuple:
         return state[column].fillna(0.0) if column in state else 0.0
 
     at_step = "step_buckets_mb" if "step_buckets_mb" in state else "buckets_mb"
-    return (state["total_mb"] + part("hook_state_mb"), part("buckets_mb") + part("unsharded_mb"),
+    # a sync's temporaries beside the activations: an upper bound where it runs after backward has freed them
+    return (state["total_mb"] + part("hook_state_mb"), part("buckets_mb") + part("unsharded_mb") + part("sync_temp_mb"),
             part("hook_copies_mb"), part("optimizer_temp_mb") + part(at_step))  # fmt: skip
 
 

@@ -61,6 +61,8 @@ def activation_words(rows: pd.DataFrame, *, holds: str = "", totals: bool = True
 
 BESIDE = (("buckets_mb", "the gradient buckets kept beside the gradients", "buckets"),
           ("unsharded_mb", "the parameters and gradients held whole at the peak", "unsharded parameters and gradients"),
+          ("sync_temp_mb", "the temporary buffers a strategy's sync allocates, as its plug-in declares them",
+           "sync temporaries"),
           ("optimizer_temp_mb", "a GPU's Adam temporaries", "optimizer temporaries"),
           ("hook_copies_mb", "PowerSGD's copies of a bucket while it compresses it", "copies"),
           ("hook_state_mb", "PowerSGD's error feedback, kept from step to step", "the hook's state"))  # fmt: skip

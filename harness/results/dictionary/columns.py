@@ -196,6 +196,12 @@ ROLES = (
         "the strategy keeps buffers its gradients travel in beside the gradients (DDP's buckets, a flat buffer), as `bucket_sizes_mb` lays them out (`stock`, `zero`, `bucketed`, `flat`, `rpc_hybrid`'s dense part)",
     ),
     C(
+        "sync_temporaries",
+        F64,
+        RATIO,
+        "what the strategy's gradient sync allocates beside the gradients and frees within the step, as a multiple of the gradients' bytes, as its class declares it (0: none): counted in the memory a rank needs (`need_mb`), never measured",
+    ),
+    C(
         "single_process",
         BOOL,
         "",

@@ -139,10 +139,12 @@ def _about(count: float) -> str:
     return f"{int(float(f'{count:.2g}')):,}"
 
 
-KEPT = (("buckets_mb", "buckets"), ("unsharded_mb", "unsharded"), ("optimizer_temp_mb", "optim. temps"),
+KEPT = (("buckets_mb", "buckets"), ("unsharded_mb", "unsharded"), ("sync_temp_mb", "sync temps"),
+        ("optimizer_temp_mb", "optim. temps"),
         ("hook_copies_mb", "hook copies"), ("hook_state_mb", "hook state"))  # fmt: skip
 """The table's columns of what is kept beside the state at the peak (memory_words.BESIDE's, headed short: the
-parameters and gradients held whole, a GPU's Adam temporaries, PowerSGD's copies and error feedback)."""
+parameters and gradients held whole, a sync's declared temporaries, a GPU's Adam temporaries, PowerSGD's copies
+and error feedback)."""
 
 
 def _mib(value: float) -> str:
