@@ -635,6 +635,10 @@ def test_a_strategys_declared_sync_temporaries_are_counted_at_its_peak(monkeypat
     assert (
         need.loc["rsag"] == pytest.approx(360.0 + max(10.0 + 270.0, 90.0)) and need.loc["naive"] == 360.0 + 90.0
     )  # Adam's temporary
+    # the overflow's sum names them, so that its parts add up to the need
+    labelled = state.reset_index().assign(strategy=lambda frame: frame["impl"])
+    assert "rsag 640 MiB = 360 MiB of model state + 10 MiB of activations + 270 MiB of its sync's declared " \
+        "temporaries" in choice_table.overflow_words(labelled, ["rsag"])  # fmt: skip
     # a run's rows record the role: a strategy not registered here is counted as its rows say
     gone = run[run["impl"] == "naive"].assign(impl="gone", sync_temporaries=2.0, activation_mb=10.0)
     assert memory.state_per_rank(gone, [8])["sync_temp_mb"].tolist() == pytest.approx([180.0] * 3)

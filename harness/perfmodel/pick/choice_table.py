@@ -299,7 +299,8 @@ def overflow_words(at: pd.DataFrame, strategies: list[str], capacity_gib: float 
             return float(value) if value == value and value is not None else 0.0
 
         backward = {"activations": max(mb("activation_mb"), mb("hook_copies_mb")), "gradient buckets":
-                    mb("buckets_mb"), "held unsharded": mb("unsharded_mb")}  # fmt: skip
+                    mb("buckets_mb"), "held unsharded": mb("unsharded_mb"),
+                    "its sync's declared temporaries": mb("sync_temp_mb")}  # fmt: skip
         step = {
             "the optimizer's temporaries": mb("optimizer_temp_mb"),
             "gradient buckets": mb("step_buckets_mb") if "step_buckets_mb" in row else mb("buckets_mb"),
