@@ -168,6 +168,7 @@ def add_collectives_parser(commands) -> None:
     )
     collectives.add_argument("--results", type=Path, default=Path("results"), help="results folder (default: results)")
     collectives.add_argument("--run-id", default="", help="run folder name (default: timestamp plus random suffix)")
+    add_flags(collectives, BenchConfig, only=arguments.NODE_FLAGS)  # the network between nodes, as bench joins them
 
 
 COMMANDS = {  # command -> (module in harness.commands, its function): imported only when chosen

@@ -71,11 +71,16 @@ def value_or_each(one: Callable[[str], Any]) -> Callable[[str], Any]:
 names = argument_type(flags.names)
 
 
-def add_flags(parser: argparse.ArgumentParser, config: type) -> None:
-    """One argument per flagged field of `config` (harness.config.flags), its dest the field's name."""
+NODE_FLAGS = ("nnodes", "node_rank", "rdzv_endpoint")
+"""`bench`'s flags that make a job of several nodes: `collectives` takes them as they are."""
+
+
+def add_flags(parser: argparse.ArgumentParser, config: type, *, only: tuple[str, ...] | None = None) -> None:
+    """One argument per flagged field of `config` (harness.config.flags), its dest the field's name; `only`:
+    just these fields'."""
     for field in dataclasses.fields(config):
         spec = field.metadata.get("flag")
-        if spec is None:
+        if spec is None or (only is not None and field.name not in only):
             continue
         kwargs: dict[str, Any] = {"dest": field.name, "help": help_text(field, spec)}
         if field.type in (bool, "bool") and not spec.parse:
@@ -164,11 +169,14 @@ COLLECTIVES_DESCRIPTION = textwrap.fill(
     "Measure each collective over doubling message sizes at world sizes 2, 4, … up to --gpus (warm-up, timed "
     "iterations, a correctness check), with algorithm and bus bandwidth (all_reduce × 2(n-1)/n, all_gather and "
     "reduce_scatter × (n-1)/n, broadcast × 1), and how much communication and compute slow each other down when "
-    "they overlap. Writes results/<run_id>/collectives/; exits 1 if a result was wrong."
+    "they overlap. Across nodes (--nnodes, the same command on every node with its own --node-rank) --gpus is "
+    "each node's ranks and every world size spans the nodes: the network between them. "
+    "Writes results/<run_id>/collectives/; exits 1 if a result was wrong."
 )
 COLLECTIVES_EXAMPLES = """examples:
   ddpbench collectives                                    # every collective, this machine's GPUs (CPU: 2 ranks)
   ddpbench collectives --gpus 8 --ops all_reduce --sizes 1MB:1GB
+  ddpbench collectives --gpus 8 --nnodes 2 --node-rank 0 --rdzv-endpoint node0:29500 --run-id net2  # node1: 1
   ddpbench predict --run RUN --gpus 64                    # then: a bench run priced on this network"""
 
 

@@ -11,6 +11,7 @@ import shutil
 from harness.commands import console
 from harness.commands.bench import EXIT_SIGNAL, StopSignals, Terminated
 from harness.commands.console import invoked, predictions
+from harness.commands.console.plan import say_nodes_wait
 from harness.config.bench import DEVICES, ConfigError
 from harness.results.values import counted
 
@@ -49,10 +50,14 @@ def collectives_config(args: argparse.Namespace, *, command: tuple[str, ...]):
         backend=backend,
         results=args.results,
         run_id=args.run_id,
+        nnodes=args.nnodes,
+        node_rank=args.node_rank,
+        rdzv_endpoint=args.rdzv_endpoint,
         command=command,
     )
     run_id = config.run_id or cfgmod.new_run_id()
-    cfgmod.check_results_folder(config.results, run_id)
+    if config.node_rank == 0:  # the other nodes join the folder node 0 makes
+        cfgmod.check_results_folder(config.results, run_id)
     return config, run_id
 
 
@@ -69,6 +74,8 @@ def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
                 f"world sizes {config.world_sizes}, {BATCHES} batches of {config.iters} iterations per size "
                 f"-> {run_dir}/")  # fmt: skip
     _warn_if_cores_shared(config)
+    if config.nnodes > 1:  # torchrun's rendezvous says nothing while it waits
+        say_nodes_wait(config.nnodes, config.rdzv_endpoint, run_id, timeout_s=config.timeout_s)
     stops = StopSignals()
     try:
         with stops.caught():
@@ -89,6 +96,9 @@ def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
             saved = ", ".join(f"w{world} ({rows} op × size rows)" for world, rows in done.items())
             console.say(f"ddpbench: stopped by {why}: {saved} saved in {run_dir}/")
         return EXIT_SIGNAL[why]
+    if config.node_rank:  # node 0's rank 0 writes the rows, and its launcher prints them
+        console.say(f"ddpbench: node {config.node_rank}'s ranks are done; node 0 holds the rows in {run_dir}/")
+        return 0
     frame = model_tables.read_collectives(run_dir)
     predictions.collectives_table(frame, model_tables.read_contention(run_dir))
     report = f"{invoked.ddpbench_command()} report --results {config.results}"  # as typed: pasted into this shell

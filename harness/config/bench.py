@@ -191,7 +191,6 @@ class BenchConfig:
     def __post_init__(self) -> None:
         _require_positive_int("--gpus", self.gpus)
         _require_positive_int("--steps", self.steps)
-        _require_positive_int("--nnodes", self.nnodes)
         if self.repeats != AUTO:
             _require_positive_int("--repeats", self.repeats)
         too_few = isinstance(self.max_repeats, int) and self.max_repeats < MIN_AUTO_REPEATS
@@ -223,23 +222,11 @@ class BenchConfig:
             raise ConfigError("--impls is empty; give at least one strategy (see `ddpbench list`)")
         if not self.workloads:
             raise ConfigError("--workloads is empty; give at least one workload (see `ddpbench list`)")
-        if not 0 <= self.node_rank < self.nnodes:
-            nodes = "0 (one node)" if self.nnodes == 1 else f"0 to {self.nnodes - 1}"
-            raise ConfigError(f"--node-rank {self.node_rank} is not valid with --nnodes {self.nnodes}; give {nodes}")
-        if self.nnodes > 1 and not self.rdzv_endpoint:
-            raise ConfigError("--nnodes above 1 needs --rdzv-endpoint HOST:PORT")
-        if self.rdzv_endpoint is not None:
-            check_endpoint(self.rdzv_endpoint)
-            if self.nnodes == 1:  # one node never meets there: the user most likely forgot --nnodes
-                raise ConfigError(f"--rdzv-endpoint {self.rdzv_endpoint} is for several nodes; give --nnodes N "
-                                  "(N ≥ 2, with --node-rank and --run-id on each node), or leave it out on "
-                                  "one node")  # fmt: skip
+        check_nodes(self.nnodes, self.node_rank, self.rdzv_endpoint, self.run_id)
         if not math.isfinite(self.mem_period_ms) or self.mem_period_ms < 0:
             raise ConfigError(f"--mem-period-ms {self.mem_period_ms} is not valid; give milliseconds ≥ 0 (0: off)")
         if self.timeout_s is not None and not (math.isfinite(self.timeout_s) and self.timeout_s > 0):
             raise ConfigError(f"--timeout {self.timeout_s} is not valid; give seconds > 0 (or leave it out: automatic)")
-        if self.nnodes > 1 and not self.run_id:
-            raise ConfigError("--nnodes above 1 needs --run-id: every node's launcher must name the same run")
         validate_run_id(self.run_id)
         for flag_text, axes in (("--opt", self.options), ("--wopt", self.workload_options)):
             keys = [key for key, _ in axes]
@@ -276,6 +263,23 @@ class BenchConfig:
 
 
 ENDPOINT = re.compile(r"^(?:[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?|\[[0-9A-Fa-f:.]+\])(?::(\d{1,5}))?$")
+
+
+def check_nodes(nnodes: int, node_rank: int, endpoint: str | None, run_id: str) -> None:
+    """--nnodes, --node-rank, --rdzv-endpoint and --run-id together, as `bench` and `collectives` take them."""
+    _require_positive_int("--nnodes", nnodes)
+    if not 0 <= node_rank < nnodes:
+        nodes = "0 (one node)" if nnodes == 1 else f"0 to {nnodes - 1}"
+        raise ConfigError(f"--node-rank {node_rank} is not valid with --nnodes {nnodes}; give {nodes}")
+    if nnodes > 1 and not endpoint:
+        raise ConfigError("--nnodes above 1 needs --rdzv-endpoint HOST:PORT")
+    if endpoint is not None:
+        check_endpoint(endpoint)
+        if nnodes == 1:  # one node never meets there: the user most likely forgot --nnodes
+            raise ConfigError(f"--rdzv-endpoint {endpoint} is for several nodes; give --nnodes N (N ≥ 2, with "
+                              "--node-rank and --run-id on each node), or leave it out on one node")  # fmt: skip
+    if nnodes > 1 and not run_id:
+        raise ConfigError("--nnodes above 1 needs --run-id: every node's launcher must name the same run")
 
 
 def check_endpoint(endpoint: str) -> None:

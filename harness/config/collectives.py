@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from harness.config.bench import BACKENDS, DEVICES, ConfigError, rank_ladder, validate_run_id
+from harness.config.bench import BACKENDS, DEVICES, ConfigError, check_nodes, rank_ladder, validate_run_id
 from harness.config.units import ELEMENT_BYTES, list_items, size_in_range  # float32 messages
 
 OPS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast")
@@ -58,7 +58,7 @@ class CollectivesConfig:
     """Everything `ddpbench collectives` was asked to do."""
 
     gpus: int
-    """Ranks on this node (one node); world sizes run as the ladder 2, 4, … up to it."""
+    """Ranks on each node; world sizes run as the ladder 2, 4, … up to it, times `nnodes`."""
     ops: tuple[str, ...] = OPS
     """Collectives to measure."""
     sizes: tuple[int, int]
@@ -77,11 +77,18 @@ class CollectivesConfig:
     """Seconds without progress (no message size finished) before a launch counts as hung."""
     contention: bool = True
     """Also measure how an all-reduce in flight and compute slow each other down."""
+    nnodes: int = 1
+    """Nodes in the job (as `bench` takes them): above 1 every world size spans them, so the rows measure the
+    network between nodes."""
+    node_rank: int = 0
+    rdzv_endpoint: str | None = None
     command: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        if self.gpus < 2:
-            raise ConfigError(f"--gpus {self.gpus} is not valid for collectives; give 2 or more ranks")
+        check_nodes(self.nnodes, self.node_rank, self.rdzv_endpoint, self.run_id)
+        if self.gpus * self.nnodes < 2:
+            raise ConfigError(f"--gpus {self.gpus} is not valid for collectives; give 2 or more ranks (or, across "
+                              "nodes, --nnodes 2 or more)")  # fmt: skip
         if self.iters < 1:
             raise ConfigError(f"--iters {self.iters} is not valid; give a whole number ≥ 1")
         if self.warmup < 0:
@@ -94,4 +101,4 @@ class CollectivesConfig:
 
     @property
     def world_sizes(self) -> list[int]:
-        return [n for n in rank_ladder(self.gpus) if n > 1]
+        return [self.nnodes * n for n in rank_ladder(self.gpus) if self.nnodes * n > 1]

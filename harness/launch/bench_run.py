@@ -74,7 +74,7 @@ def create_run(
     """
     run = store.run_dir(config.results, run_id)
     if config.node_rank != 0:
-        _wait_for_node_zero(run)
+        wait_for_node_zero(run)
     try:
         run.mkdir(parents=True, exist_ok=config.node_rank != 0)
     except FileExistsError:
@@ -132,7 +132,7 @@ def workload_provenance(configurations: list[Configuration]) -> dict[str, dict[s
 NODE_ZERO_WAIT_S = 60.0
 
 
-def _wait_for_node_zero(run: Path) -> None:
+def wait_for_node_zero(run: Path) -> None:
     """On a shared file system node 0 makes the run folder; wait for it so as not to race it.
     Without one (node-local disks) it never appears here, and this node makes its own."""
     deadline = time.monotonic() + NODE_ZERO_WAIT_S

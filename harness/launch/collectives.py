@@ -21,7 +21,9 @@ from typing import Any
 from harness.config.bench import ConfigError
 from harness.config.collectives import CollectivesConfig
 from harness.config.ranks import available_cpus, threads_per_rank
+from harness.launch.bench_run import wait_for_node_zero
 from harness.launch.diagnose import diagnose_launch
+from harness.launch.rendezvous import Rendezvous
 from harness.launch.torchrun import launch_ranks
 from harness.results import model_tables, store
 from harness.results.layout import RunFolder
@@ -49,10 +51,13 @@ class CollectivesRun:
 
 
 def create_collectives_run(config: CollectivesConfig, *, run_id: str, environment: dict[str, Any]) -> CollectivesRun:
-    """Make the run folder (exclusively: two runs never share one) and write its run.json."""
+    """Make the run folder (exclusively: two runs never share one) and write its run.json. On several nodes, as
+    `bench` does, node 0 makes the folder and writes run.json; the other nodes keep their plans and logs in it."""
     run = store.run_dir(config.results, run_id)
+    if config.node_rank != 0:
+        wait_for_node_zero(run)
     try:
-        run.mkdir(parents=True)
+        run.mkdir(parents=True, exist_ok=config.node_rank != 0)
     except FileExistsError:
         raise ConfigError(f"--run-id {run_id!r} already exists in {config.results}; choose another run id") from None
     threads = threads_per_rank(device=config.device, max_local_ranks=config.gpus, cpu_count=available_cpus())
@@ -62,8 +67,11 @@ def create_collectives_run(config: CollectivesConfig, *, run_id: str, environmen
         "backend": config.backend,
         "threads_per_rank": threads,
         "hostname": environment.get("hostname"),
+        "nnodes": config.nnodes,
         "started_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
     }
+    if config.node_rank != 0:
+        return CollectivesRun(run_id, run, threads, context)
     store.write_json(
         RunFolder(run).run_json,
         {
@@ -104,8 +112,9 @@ def run_collectives(
 def launch_world(
     config: CollectivesConfig, plan: CollectivesRun, world: int, *, on_tick: Callable[[], None] | None = None
 ) -> None:
-    """One launch at one world size; its parts are on disk when this returns."""
-    name = f"world-{world}"
+    """One launch at one world size; its parts are on disk when this returns (on node 0, whose rank 0 writes them:
+    the other nodes' launches end with their ranks)."""
+    name = f"world-{world}" + (f".node{config.node_rank}" if config.nnodes > 1 else "")  # each node's plan and log
     plan_path = RunFolder(plan.run).launch_plan(name)
     store.write_json(
         plan_path,
@@ -131,12 +140,18 @@ def launch_world(
             name=name,
             threads=plan.threads_per_rank,
             timeout_s=config.timeout_s,
+            rendezvous=Rendezvous(config.nnodes, config.node_rank, config.rdzv_endpoint, plan.run_id),
             collect=_PartsWritten(part, model_tables.collectives_partial(plan.run, world)),
             device=plan.context["device"],
         )
     except BaseException:  # stopped (Ctrl-C, a signal): the sizes measured so far stay, as the world sizes before
-        keep_measured_so_far(plan.run, world)
+        if config.node_rank == 0:
+            keep_measured_so_far(plan.run, world)
         raise
+    if config.node_rank != 0:  # rank 0, on node 0, writes the part (on node-local disks it never shows here)
+        if end.returncode != 0:
+            raise LaunchFailed(world, diagnose_launch(plan.run, end), end.log)
+        return
     if end.returncode != 0 or not part.is_file():
         kept = keep_measured_so_far(plan.run, world)
         raise LaunchFailed(world, diagnose_launch(plan.run, end), end.log, kept=kept)

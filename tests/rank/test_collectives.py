@@ -145,6 +145,10 @@ def test_a_killed_rank_is_named_with_its_signal_and_no_rank_is_left(tmp_path, mo
         (["--sizes", "1KB:2KB:3"], "--sizes '1KB:2KB:3' is not a range; give MIN:MAX"),
         (["--gpus", "1"], "--gpus 1"),
         (["--backend", "mpi"], "mpi"),
+        (["--nnodes", "2"], "--nnodes above 1 needs --rdzv-endpoint HOST:PORT"),
+        (["--nnodes", "2", "--rdzv-endpoint", "localhost:29400"], "--nnodes above 1 needs --run-id"),
+        (["--node-rank", "1"], "--node-rank 1 is not valid with --nnodes 1; give 0 (one node)"),
+        (["--rdzv-endpoint", "node0:http"], "--rdzv-endpoint 'node0:http' is not valid"),
     ],
 )
 def test_bad_collectives_input_is_one_line_exit_2_and_writes_nothing(tmp_path, capsys, flags, named):
@@ -163,3 +167,36 @@ def test_every_new_column_is_documented_in_docs_results_md():
     for schema in schemas:
         missing = [name for name in schema.names if f"`{name}`" not in documented]
         assert not missing, f"undocumented columns: {missing}"
+
+
+def test_across_nodes_every_world_size_spans_them():
+    """The ladder is each node's ranks, times the nodes: one rank a node still measures the network between them."""
+    across = {"device": "cpu", "backend": "gloo", "sizes": (1024, 4096), "iters": 1, "warmup": 0, "run_id": "job",
+              "rdzv_endpoint": "localhost:29400"}  # fmt: skip
+    assert plan.CollectivesConfig(gpus=1, nnodes=2, **across).world_sizes == [2]
+    assert plan.CollectivesConfig(gpus=4, nnodes=2, **across).world_sizes == [2, 4, 8]
+    assert plan.CollectivesConfig(gpus=4, device="cpu", backend="gloo", sizes=(1024, 4096), iters=1,
+                                  warmup=0).world_sizes == [2, 4]  # fmt: skip
+
+
+def test_another_node_launches_through_the_rendezvous_into_node_0s_folder_and_writes_no_run_json(tmp_path, monkeypatch):
+    """Node 1 joins the folder node 0 makes, keeps its own plan and log, and ends with its ranks: rank 0, on node 0,
+    writes the rows (on node-local disks never seen here), so no part is no failure of node 1's."""
+    from harness.launch.torchrun import LaunchEnd
+
+    launched = {}
+
+    def fake_launch(module, plan_path, world, *, run, name, rendezvous, **_):
+        launched.update(world=world, name=name, flags=rendezvous.flags(), plan=plan_path)
+        return LaunchEnd(0, run / "logs" / f"{name}.log", None, True)
+
+    monkeypatch.setattr(launch_collectives, "launch_ranks", fake_launch)
+    monkeypatch.setattr(launch_collectives, "wait_for_node_zero", lambda run: None)  # no node 0 to wait for
+    config = plan.CollectivesConfig(gpus=1, ops=("all_reduce",), sizes=(1024, 4096), iters=2, warmup=0, device="cpu",
+                                    backend="gloo", results=tmp_path, run_id="job", nnodes=2, node_rank=1,
+                                    rdzv_endpoint="localhost:29400")  # fmt: skip
+    assert launch_collectives.run_collectives(config, run_id="job", environment={}) == tmp_path / "job"
+    assert (launched["world"], launched["name"]) == (2, "world-2.node1")
+    assert {"--nnodes=2", "--node-rank=1", "--rdzv-endpoint=localhost:29400", "--rdzv-id=job"} <= set(launched["flags"])
+    assert store.read_json(launched["plan"])["context"]["nnodes"] == 2  # every row says how many nodes it spanned
+    assert not (tmp_path / "job" / "run.json").exists()  # node 0's to write

@@ -86,6 +86,7 @@ COLLECTIVES = Table(
         RUN_ID,
         C("op", STR, "", "the collective: `all_reduce`, `all_gather`, `reduce_scatter`, `broadcast`"),
         WORLD_SIZE,
+        NNODES,  # above 1 the rows measure the network between nodes; null in runs made before them (one node)
         C("bytes", I64, BYTES, "the whole message: all_gather's output, reduce_scatter's input"),
         C("dtype", STR, "", "the message's element type (float32)"),
         C("iters", I32, COUNT, "timed iterations per batch, queued back to back (nccl-tests' -n)"),
@@ -99,6 +100,7 @@ COLLECTIVES = Table(
         C("correct", BOOL, "", "after timing, a fresh run's result matched the expected rank-dependent values on every rank"),
         DEVICE, BACKEND, THREADS, HOSTNAME, STARTED_AT,
     ),
+    later=frozenset({"nnodes"}),
 )  # fmt: skip
 
 CONTENTION = Table(
