@@ -158,18 +158,26 @@ def matching_collectives(results: Path, meta: dict) -> Path | None:
     """The collectives run in `results` made on the same machine, device and backend as the run, that measured
     something (a run stopped before its first world size finished holds no row): the one started nearest the
     run (a network measured days later is another network: re-reading an old run must not price it on the
-    newest), else the newest where the run's start is unknown (`predict` on this machine, no run)."""
+    newest), else the newest where the run's start is unknown (`predict` on this machine, no run); of those
+    measured across as many nodes as the run (--nnodes) where there is one."""
     key = (meta.get("environment", {}).get("hostname"), meta.get("device"), meta.get("backend"))
     found = []
     for run in model_tables.list_collectives_runs(results):
         other = model_tables.read_collectives_meta(run)
         same_machine = (other.get("hostname"), other.get("device"), other.get("backend")) == key
         if same_machine and not model_tables.read_collectives(run).empty:
-            found.append((run, model_tables.started(other)))
+            found.append((run, model_tables.started(other), _nodes(other)))
+    # a run across nodes is priced on a network measured across as many nodes, where there is one
+    found = [f[:2] for f in found if f[2] == _nodes(meta)] or [f[:2] for f in found]
     began = model_tables.started(meta)
     if began is None or not found:
         return found[0][0] if found else None
     return min(found, key=lambda f: abs((f[1] - began).total_seconds()) if f[1] is not None else float("inf"))[0]
+
+
+def _nodes(meta: dict) -> int:
+    """The nodes a run's config spanned (--nnodes; 1 in runs made before collectives took it)."""
+    return int((meta.get("config") or {}).get("nnodes") or 1)
 
 
 def measured_network(collectives_run: Path) -> Network:
@@ -188,9 +196,11 @@ def unfinished_launches(collectives_run: Path, *, measured: set[int]) -> dict[in
     failed before its first size), each with its log: what a world size priced on another's fit was missing."""
     from harness.results.layout import PLANS, RunFolder
 
-    sizes = (plan.stem.removeprefix("world-") for plan in (collectives_run / PLANS).glob("world-*.json"))
+    # world-N.json, or world-N.nodeK.json from each node of a run across nodes
+    sizes = (plan.stem.removeprefix("world-").split(".")[0] for plan in (collectives_run / PLANS).glob("world-*.json"))
     launched = sorted(int(size) for size in sizes if size.isdigit())
-    return {world: RunFolder(collectives_run).log(f"world-{world}") for world in launched if world not in measured}
+    logs = {world: RunFolder(collectives_run).log(f"world-{world}") for world in launched if world not in measured}
+    return {world: log if log.is_file() else log.with_name(f"world-{world}.node0.log") for world, log in logs.items()}
 
 
 def _contention(row) -> Contention:

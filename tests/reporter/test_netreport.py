@@ -530,6 +530,37 @@ def test_a_run_is_priced_on_the_collectives_run_started_nearest_it_not_the_newes
     assert network.matching_collectives(results, {**run_meta, "started_at": None}).name == "latest"
 
 
+def test_a_collectives_run_across_nodes_is_fitted_as_the_network_and_prices_a_run_across_as_many(built, tmp_path):
+    """Its rows say the nodes they spanned: `--nccl-tests` fits the network between nodes to them, not the node's
+    ring, and a bench run across two nodes is priced on it rather than on the one-node run beside it."""
+    from harness.perfmodel import network
+    from harness.perfmodel.clusters import nccltests
+
+    results = tmp_path / "results"
+    shutil.copytree(built[0], results)
+    shutil.copytree(results / "net", results / "across")
+    folder = results / "across" / "collectives"
+    meta = store.read_json(folder / "run.json")
+    store.write_json(folder / "run.json", {**meta, "run_id": "across", "config": {"gpus": 1, "nnodes": 2}})
+    rows = [{**row, "nnodes": 2} for row in _collectives_rows()]
+    store.write_parquet(folder / "w2.parquet", rows, model_tables.COLLECTIVE_SCHEMA)
+    assert {log.nodes for log in nccltests.logs_from_collectives(results / "across")} == {2}
+    assert {log.nodes for log in nccltests.logs_from_collectives(results / "net")} == {1}  # made before: one node
+
+    run_meta = {**store.read_run_meta(results / "bucket_sweep"), "environment": {"hostname": "golden"}}
+    assert network.matching_collectives(results, {**run_meta, "config": {"nnodes": 2}}).name == "across"
+    assert network.matching_collectives(results, {**run_meta, "config": {"nnodes": 1}}).name == "net"
+
+
+def test_a_world_size_launched_across_nodes_and_never_kept_is_named_with_node_0s_log(tmp_path):
+    from harness.perfmodel import network
+
+    (tmp_path / "plan").mkdir()
+    for name in ("world-2.node0", "world-2.node1", "world-4.node0", "world-4.node1"):
+        store.write_json(tmp_path / "plan" / f"{name}.json", {})
+    assert network.unfinished_launches(tmp_path, measured={2}) == {4: tmp_path / "logs" / "world-4.node0.log"}
+
+
 def test_the_collectives_page_opens_with_the_fitted_network_and_labels_what_each_contention_number_is():
     """The page opened with charts: the α and bus bandwidth predict and the floor use appeared nowhere, and the
     contention table showed 'compute slowdown 1.54×' beside 125.05 → 132.73 ms with nothing saying why."""

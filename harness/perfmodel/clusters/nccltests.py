@@ -233,7 +233,8 @@ def _ranks_from_rows(collective: str, rows: Sequence[Row]) -> int:
 
 def logs_from_collectives(run: Path) -> list[Log]:
     """A `ddpbench collectives` run read as nccl-tests logs: one per collective and world size, its
-    rows that passed their check; one node (the command measures the machine it runs on)."""
+    rows that passed their check; on the nodes its rows say they spanned (`--nnodes`; one in runs made before
+    the rows said), so that a run across nodes is fitted as the network between them."""
     from harness.results import model_tables
 
     frame = model_tables.read_collectives(run)
@@ -243,7 +244,8 @@ def logs_from_collectives(run: Path) -> list[Log]:
     for (op, world), group in frame.groupby(["op", "world_size"]):
         rows = tuple(Row(int(r.bytes), float(r.time_us), float(r.algbw_gbps), float(r.busbw_gbps))
                      for r in group.sort_values("bytes").itertuples())  # fmt: skip
-        logs.append(Log(f"{run.name}/{op}-w{world}", str(op), int(world), 1, str(meta.get("gpu_name", "")), rows))
+        nodes = int(group["nnodes"].fillna(1).max())
+        logs.append(Log(f"{run.name}/{op}-w{world}", str(op), int(world), nodes, str(meta.get("gpu_name", "")), rows))
     return logs
 
 
