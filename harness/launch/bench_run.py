@@ -179,18 +179,25 @@ def resume_run(
 
 def _set_aside(run: Path, config_id: str) -> None:
     """Move a failed configuration's parts and failure records to retried/<config_id>/ (readers of the
-    run never look there); its config part last, since a visible config part means the rest is there."""
+    run never look there); its config part last, since a visible config part means the rest is there.
+
+    On several nodes every node's launcher does it at once (node 1 may plan before node 0 moved anything, so
+    none may skip it): a part another node moved first is already where it goes."""
     folder = RunFolder(run)
     aside = folder.retried(config_id)
     aside.mkdir(parents=True, exist_ok=True)
     for table in ("steps", "ranks", "timeline", "configs"):
-        part = folder.part(table, config_id)
-        if part.is_file():
-            os.replace(part, aside / f"{table}.parquet")
-    failures = folder.failures(config_id)
-    if failures.is_dir():  # the retry's own records must not be read as this failure's
-        shutil.rmtree(aside / layout.FAILURES, ignore_errors=True)
-        os.replace(failures, aside / layout.FAILURES)
+        with contextlib.suppress(FileNotFoundError):  # not there, or another node's launcher moved it first
+            os.replace(folder.part(table, config_id), aside / f"{table}.parquet")
+    # The records are claimed by one rename (one node wins) before an earlier retry's are replaced: the retry's
+    # own records must not be read as this failure's, nor the node that lost delete what the winner moved.
+    claimed = aside / f".{layout.FAILURES}.{socket.gethostname()}.{os.getpid()}"
+    try:
+        os.replace(folder.failures(config_id), claimed)
+    except FileNotFoundError:
+        return
+    shutil.rmtree(aside / layout.FAILURES, ignore_errors=True)
+    os.replace(claimed, aside / layout.FAILURES)
 
 
 def hold_run(run: Path, run_id: str) -> None:

@@ -8,6 +8,7 @@ import shutil
 import socket
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from conftest import PROJECT
@@ -89,3 +90,30 @@ def test_a_run_folder_is_made_exclusively_so_a_second_run_cannot_take_the_same_i
     bench_run.create_run(config, configurations, run_id="same", device="cpu", environment={})
     with pytest.raises(ConfigError, match="--run-id 'same' already exists"):
         bench_run.create_run(config, configurations, run_id="same", device="cpu", environment={})
+
+
+def test_a_failed_row_another_node_set_aside_first_is_no_error_and_its_records_are_kept(tmp_path, monkeypatch):
+    """Under --resume --retry-failed every node's launcher sets the failed rows aside at once: a part seen here
+    and moved by the other node before this one's move raised FileNotFoundError."""
+    import os
+
+    from harness.results import layout
+
+    run = tmp_path / "job"
+    folder = layout.RunFolder(run)
+    part, records, aside = folder.part("configs", "c1"), folder.failures("c1"), folder.retried("c1")
+    part.parent.mkdir(parents=True)
+    part.write_bytes(b"row")
+    records.mkdir(parents=True)
+    (records / "rank0.json").write_text("{}")
+    real_replace = os.replace
+
+    def other_node_first(source, target):  # the other node's launcher makes every move just before this one's
+        if Path(source).exists():
+            real_replace(source, aside / (Path(target).name if source == part else layout.FAILURES))
+        real_replace(source, target)
+
+    monkeypatch.setattr(bench_run.os, "replace", other_node_first)
+    bench_run._set_aside(run, "c1")
+    assert (aside / "configs.parquet").read_bytes() == b"row" and not part.exists()
+    assert (aside / layout.FAILURES / "rank0.json").is_file() and not records.exists()
