@@ -378,6 +378,10 @@ def _ended_early(plan, stop: BaseException, received: str | None, *, began: floa
     raise stop
 
 
+def _nodes(plan) -> int:
+    return max((cfg.nnodes for cfg in plan.configurations), default=1)
+
+
 def _stopped(plan, why: str, code: int, *, wall_s: float | None) -> int:
     """One line: what was saved, and the command that finishes the run. The session's figures go into
     summary.json (marked incomplete), for --resume to add its own to (not after a write error)."""
@@ -391,5 +395,5 @@ def _stopped(plan, why: str, code: int, *, wall_s: float | None) -> int:
     statuses = [] if written is None else written["status"].tolist()  # a failed row is saved too, but measured nothing
     total = len(store.read_run_meta(plan.run)["configurations"])
     console.say(f"ddpbench: stopped by {why}: {console.saved_text(statuses, total)} in {plan.run}/; "
-                f"finish with: {console.resume_hint(plan.run_id, plan.run.parent)}")  # fmt: skip
+                f"finish with: {console.resume_hint(plan.run_id, plan.run.parent, nnodes=_nodes(plan))}")  # fmt: skip
     return code

@@ -94,7 +94,7 @@ def _can_go_on(args: argparse.Namespace, config: BenchConfig, plan, found: tuple
         return True
     given = "--budget" if "budget_s" in getattr(args, "given_flags", {}) else "its stored --budget"
     more = ("--budget", console.time_flag(60 * max(1, math.ceil(max(standing.estimate_s or 0.0, round_s) / 60))))
-    hint = console.resume_hint(plan.run_id, plan.run.parent, more=more)
+    hint = console.resume_hint(plan.run_id, plan.run.parent, more=more, nnodes=config.nnodes)
     about = f", about {round_s:.0f} s at the last session's pace" if pace else ""
     console.say(f"ddpbench: run {plan.run_id}: {given} {console.time_flag(config.budget_s)} (from this session's "
                 f"start) cannot fit a round of {counted(len(next_round), 'configuration run')}{about}: {hint} goes "

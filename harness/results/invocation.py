@@ -72,6 +72,11 @@ def resume_command(run_id: str, results: Path | str, *, program: str = NAME, mor
     return f"{program} {shlex.join(['bench', '--resume', run_id, '--results', str(results), *more])}"
 
 
+def on_every_node(nnodes: int) -> str:
+    """What a command for a run across nodes needs said with it: ' on every node, with its own --node-rank'."""
+    return " on every node, with its own --node-rank" if nnodes > 1 else ""
+
+
 def retry_words(failed: int, command: str = "--retry-failed") -> str:
     """'--retry-failed runs them again' ('it' for one): the one wording of what runs a run's failed configurations
     again, after the count each line gives its own way ('1 failed: …', '2 rows recording a failure (…)');

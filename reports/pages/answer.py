@@ -20,7 +20,7 @@ import pandas as pd
 
 from harness.analysis import roles, stats
 from harness.analysis.verdicts import decide, sweep
-from harness.results.invocation import DEFAULT_RESULTS, NAME, page_run_words
+from harness.results.invocation import DEFAULT_RESULTS, NAME, on_every_node, page_run_words
 from harness.results.values import options_of, parity_words
 from reports.aggregate import RunData, precision
 from reports.pages import alerts
@@ -209,7 +209,8 @@ def _one_node_world(rows: pd.DataFrame) -> int | None:
 def sweep_command(configs: pd.DataFrame, meta: dict, workload: str | list[str], *, program: str = NAME) -> str:
     """`ddpbench bench --impls stock --workloads W --size S --gpus N --bucket-cap-mb 1,…,100 [--results DIR]`: the
     bench that sweeps the cap of a run that swept none, for its workload (or workloads of one size: one bench for
-    them all), size and GPUs (the page's and the console's answer both point to it)."""
+    them all), size and GPUs (the page's and the console's answer both point to it); a run across nodes's with its
+    --nnodes and --rdzv-endpoint, to run on every node with its own --node-rank and one new --run-id."""
     names = [workload] if isinstance(workload, str) else list(workload)
     mine = configs[configs["workload"].isin(names)]
     spec = ",".join(((meta.get("workloads") or {}).get(name) or {}).get("spec") or name for name in names)
@@ -222,7 +223,11 @@ def sweep_command(configs: pd.DataFrame, meta: dict, workload: str | list[str], 
     words += ["--bucket-cap-mb", SWEPT_CAPS]
     results = meta.get("results_folder")
     words += ["--results", str(results)] if results and Path(results) != DEFAULT_RESULTS else []
-    return f"{program} {shlex.join(words[1:])}"  # the program as the console names it: maybe several words
+    nnodes = int((meta.get("config") or {}).get("nnodes") or 1)
+    if nnodes > 1:  # the sweep spans the run's nodes, as the run did; a new run, so a new --run-id, the user's
+        words += ["--nnodes", str(nnodes), "--rdzv-endpoint", str(meta["config"].get("rdzv_endpoint"))]
+    more = f"{on_every_node(nnodes)} and one new --run-id" if nnodes > 1 else ""
+    return f"{program} {shlex.join(words[1:])}{more}"  # the program as the console names it: maybe several words
 
 
 def no_sweep_note(run: RunData, workload: str) -> str:

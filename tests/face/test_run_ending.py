@@ -60,6 +60,25 @@ def test_a_run_without_a_cap_sweep_says_before_its_answer_which_bench_sweeps_one
     assert ending.cap_line(swept, "ddpbench") == ""
 
 
+def test_a_run_across_nodes_is_given_a_sweep_and_a_resume_across_as_many(tmp_path):
+    """A two-node run's end lines gave one-node commands: the sweep keeps --nnodes and its endpoint, and says it
+    runs on every node, each with its own --node-rank (and, being a new run, one new --run-id)."""
+    from harness.commands import console
+    from harness.results import store
+
+    run = tmp_path / "cpu_run"
+    shutil.copytree(DATA / "cpu_run", run)
+    meta = store.read_json(run / "run.json")
+    config = {**meta.get("config", {}), "gpus": 1, "nnodes": 2, "rdzv_endpoint": "node0:29500"}
+    store.write_json(run / "run.json", {**meta, "config": config})
+    line = ending.cap_line(run, "ddpbench")
+    assert (f"--gpus 2 --bucket-cap-mb 1,5,10,25,50,100 --results {tmp_path} --nnodes 2 --rdzv-endpoint node0:29500 "
+            "on every node, with its own --node-rank and one new --run-id sweeps it") in line  # fmt: skip
+    one_node = console.resume_hint("job", "results")
+    assert one_node.endswith("bench --resume job --results results")
+    assert console.resume_hint("job", "results", nnodes=2) == f"{one_node} on every node, with its own --node-rank"
+
+
 def test_workloads_that_ran_one_cap_at_one_size_get_one_bench_that_sweeps_them_all(tmp_path, monkeypatch):
     """A fresh clone's run of three workloads said "DDP ran its default, 25 MiB, …: CMD; DDP ran its default …: CMD;
     …" three times over: workloads alike in cap and size share one line and one bench."""

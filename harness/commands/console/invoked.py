@@ -57,8 +57,9 @@ def _relative(path: Path) -> str:
         return str(Path(path).absolute())
 
 
-def resume_hint(run_id: str, results: Path | str, *, more: tuple[str, ...] = ()) -> str:
-    """The command that goes on with a stored run, naming ddpbench as this process was invoked."""
-    from harness.results.invocation import resume_command
+def resume_hint(run_id: str, results: Path | str, *, more: tuple[str, ...] = (), nnodes: int = 1) -> str:
+    """The command that goes on with a stored run, naming ddpbench as this process was invoked; a run across
+    `nnodes` nodes goes on across them all (its --nnodes and --rdzv-endpoint are stored with it)."""
+    from harness.results.invocation import on_every_node, resume_command
 
-    return resume_command(run_id, results, program=ddpbench_command(), more=more)
+    return resume_command(run_id, results, program=ddpbench_command(), more=more) + on_every_node(nnodes)
