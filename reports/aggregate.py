@@ -263,6 +263,24 @@ def machine_summary(meta: dict[str, Any], configs: pd.DataFrame) -> str:
     return f"CPU, {meta.get('backend') or 'gloo'}, {ranks}"
 
 
+def hosts_text(meta: dict[str, Any]) -> str:
+    """The run's host, or on a run across nodes every node's (run.json's `nodes`, node 0's record of each node's
+    launch): 'the run spanned 2 nodes: node 0 host-a (torch 2.5.1, git 1a2b3c4); node 1 host-b (…)'."""
+    nodes = meta.get("nodes") or []
+    if len(nodes) < 2:
+        return str((meta.get("environment") or {}).get("hostname") or "")
+    said = []
+    for node in nodes:
+        gpus = f"{node['gpu_count']} × {node['gpu_name']}" if node.get("gpu_name") and node.get("gpu_count") else None
+        torch, git = (f"{name} {node[key]}" if node.get(key) else None for key, name in
+                      (("torch_version", "torch"), ("git_sha", "git")))  # fmt: skip
+        known = ", ".join(fact for fact in (gpus, torch, git) if fact)
+        said.append(
+            f"node {node.get('node_rank')} {node.get('hostname') or 'unknown host'}" + f" ({known})" * bool(known)
+        )
+    return f"the run spanned {len(nodes)} nodes: {'; '.join(said)}"
+
+
 WINDOW_THROUGHPUT = "window_samples_per_s"
 """Samples of all ranks in the measured window over its wall time: throughput as a run delivers it, the steps and
 what runs between them (zeroing, the batch, gaps). Runs from before the column have the median step's instead."""

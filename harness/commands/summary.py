@@ -67,6 +67,10 @@ def summarize(plan, wall_s: float, *, parity_failed: int = 0, run_command: tuple
     totals = write_summary(plan, wall_s, complete=True)
     if plan.node_rank:  # node 0 holds the run: the counts, summary.json and the answer are its last lines
         return node_ended(plan, wall_s, failed=totals["status_counts"].get("failed", 0))
+    if any(cfg.nnodes > 1 for cfg in plan.configurations):  # run.json's environment is node 0's: every node's host
+        from harness.launch.bench_run import record_nodes
+
+        record_nodes(plan.run)
     text = counts_text(totals["status_counts"], parity_failed=parity_failed)
     sessions = totals["sessions"]
     wall = console.seconds_text(wall_s)

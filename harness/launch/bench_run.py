@@ -12,6 +12,7 @@ import fcntl
 import json
 import logging
 import os
+import re
 import shutil
 import socket
 import time
@@ -198,6 +199,25 @@ def _set_aside(run: Path, config_id: str) -> None:
         return
     shutil.rmtree(aside / layout.FAILURES, ignore_errors=True)
     os.replace(claimed, aside / layout.FAILURES)
+
+
+NODE_FACTS = ("hostname", "torch_version", "gpu_name", "gpu_count", "git_sha", "threads_per_rank")
+"""What each node's launcher records of its host (its plans' context): run.json's own environment is node 0's."""
+NODE_PLAN = re.compile(r"^world-.*\.node(\d+)\.json$")
+
+
+def record_nodes(run: Path) -> None:
+    """On a run across nodes, node 0 writes every node into run.json (`nodes`: its node_rank and NODE_FACTS), from the
+    launch plans each node's launcher kept in the run folder; nothing where only one node's plans are there."""
+    nodes = {}
+    for path in sorted((run / layout.PLANS).glob("world-*.node*.json")):
+        if NODE_PLAN.match(path.name) and isinstance(plan := store.read_json(path), dict):
+            context = plan.get("context") or {}
+            rank = int(NODE_PLAN.match(path.name).group(1))
+            nodes[rank] = {"node_rank": rank, **{fact: context.get(fact) for fact in NODE_FACTS}}
+    if len(nodes) > 1:
+        meta = store.read_json(RunFolder(run).run_json)
+        store.write_json(RunFolder(run).run_json, {**meta, "nodes": [nodes[rank] for rank in sorted(nodes)]})
 
 
 def hold_run(run: Path, run_id: str) -> None:

@@ -49,6 +49,8 @@ def test_two_launchers_on_localhost_run_one_job_and_rank_0_writes(tmp_path):
     assert sorted(store.read_steps(tmp_path / "job")["rank"].unique()) == [0, 1]
     assert (tmp_path / "job" / "logs" / "world-2.node0.log").is_file()
     assert (tmp_path / "job" / "logs" / "world-2.node1.log").is_file()
+    nodes = store.read_json(tmp_path / "job" / "run.json")["nodes"]  # every node's host, not node 0's alone
+    assert [node["node_rank"] for node in nodes] == [0, 1] and all(node["hostname"] for node in nodes)
     # node 1's launcher ran beside node 0's, in its session: not a second session, nor its time added
     assert store.read_json(tmp_path / "job" / "summary.json")["sessions"] == 1
     assert "node 1's part of run job ended in " in outputs[1] and "sessions" not in outputs[1], outputs[1]
@@ -117,3 +119,24 @@ def test_a_failed_row_another_node_set_aside_first_is_no_error_and_its_records_a
     bench_run._set_aside(run, "c1")
     assert (aside / "configs.parquet").read_bytes() == b"row" and not part.exists()
     assert (aside / layout.FAILURES / "rank0.json").is_file() and not records.exists()
+
+
+def test_node_0_records_every_nodes_host_from_their_plans_and_the_run_page_lists_them(tmp_path):
+    """run.json's environment is node 0's; the run page's "On what?" named node 0's host alone for a two-node run."""
+    from reports.aggregate import hosts_text
+
+    run = tmp_path / "job"
+    store.write_json(run / "run.json", {"run_id": "job", "environment": {"hostname": "a"}})
+    for rank, host in ((0, "a"), (1, "b")):
+        context = {"hostname": host, "torch_version": "2.5.1", "gpu_name": "NVIDIA H100", "gpu_count": 8}
+        store.write_json(run / "plan" / f"world-16.node{rank}.json", {"node_rank": rank, "context": context})
+    store.write_json(run / "plan" / "world-16.node1.costs.json", {"hostname": "not a plan"})
+    bench_run.record_nodes(run)
+    meta = store.read_json(run / "run.json")
+    assert [(node["node_rank"], node["hostname"], node["gpu_count"]) for node in meta["nodes"]] == [
+        (0, "a", 8),
+        (1, "b", 8),
+    ]
+    assert hosts_text(meta) == ("the run spanned 2 nodes: node 0 a (8 × NVIDIA H100, torch 2.5.1); "
+                                "node 1 b (8 × NVIDIA H100, torch 2.5.1)")  # fmt: skip
+    assert hosts_text({"environment": {"hostname": "a"}}) == "a"  # one node: its host, as before

@@ -20,7 +20,7 @@ from harness.results import contention, invocation, layout, store
 from harness.results.invocation import as_typed, resume_command
 from harness.results.values import counted, failed_parity_words, strategy_labels
 from reports import aggregate
-from reports.aggregate import RunData, machine_summary, precision, usable_cores
+from reports.aggregate import RunData, hosts_text, machine_summary, precision, usable_cores
 from reports.pages import alerts, answer
 from reports.pages.html import FigureList, esc, facts_table, format_number, name_html, page, reproduce_html, table
 from reports.pages.run import takeaways
@@ -207,7 +207,7 @@ def environment_facts(meta: dict[str, Any], configs: pd.DataFrame | None = None)
         ("device, backend", ", ".join(_known(meta.get("device"), meta.get("backend")))),
         ("precision", precision(configs) if configs is not None else ""),
         ("threads per rank", ", ".join(_known(meta.get("threads_per_rank")))),
-        ("host", ", ".join(_known(environment.get("hostname")))),
+        ("host", hosts_text(meta)),
         ("CPU", " ".join(_known(cpu, f"({cores} cores{usable_said})" if cores else None))),
         ("GPUs", ", ".join(f"{g.get('index')}: {g.get('name')}{gib_suffix(g.get('memory_mb'))}" for g in gpus)
                  or ("none" if meta.get("device") == "cpu" else "")),
