@@ -110,7 +110,7 @@ def measure(spec: str, workload, batches, *, session, units: dict) -> dict:
     import torch
     from strategies import create_strategy
 
-    from harness.measure.memory import held_bytes
+    from harness.measure.held import held_bytes
     from harness.measure.timing import StepTimer
     from harness.measure.training import OPTIMIZERS, build_model, train_step
     from harness.perfmodel.memory import TEMPORARY_SHARE, hook_copies_mb, hook_state_mb, unsharded_mb

@@ -23,7 +23,8 @@ from harness.config.grid import Configuration
 from harness.handoff import costs, faults
 from harness.handoff.progress import StepProgress
 from harness.handoff.rank_result import RankResult, name_unused
-from harness.measure.memory import MemorySampler, held_as_row, held_bytes, peaks_as_row
+from harness.measure.held import held_as_row, held_bytes
+from harness.measure.memory import MemorySampler, peaks_as_row
 from harness.measure.timing import make_step_timer
 from harness.measure.training import (
     OPTIMIZERS,

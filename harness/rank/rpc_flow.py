@@ -38,7 +38,8 @@ from harness.config.grid import Configuration, no_remote_part
 from harness.handoff import faults
 from harness.handoff.progress import StepProgress
 from harness.handoff.rank_result import ParityVerdict, RankResult, error_line
-from harness.measure.memory import MemorySampler, held_as_row, peaks_as_row
+from harness.measure.held import held_as_row
+from harness.measure.memory import MemorySampler, peaks_as_row
 from harness.measure.timing import make_step_timer
 from harness.measure.training import OPTIMIZERS, build_model, forward_precision, make_batch
 from harness.parity import reference

@@ -205,7 +205,7 @@ def test_memory_peaks_belong_to_their_configuration_in_either_order(tmp_path):
 def test_held_gradients_that_live_in_a_flat_bucket_are_told_from_gradients_of_their_own():
     """What the memory count needs to know at the optimizer step: whether the gradients are views into their
     strategy's buckets (so the buckets hold no second copy of them then) or tensors of their own."""
-    from harness.measure.memory import held_bytes
+    from harness.measure.held import held_bytes
 
     own = torch.nn.Linear(4, 4)
     own(torch.randn(2, 4)).sum().backward()
@@ -220,7 +220,7 @@ def test_held_gradients_that_live_in_a_flat_bucket_are_told_from_gradients_of_th
 def test_what_a_rank_holds_is_counted_on_a_torch_without_the_public_dtensor_module(monkeypatch):
     """torch 2.4 (the oldest pyproject allows) has DTensor in torch.distributed._tensor only: held_bytes runs at
     every configuration's last step, so an import of the public module would fail every configuration there."""
-    from harness.measure.memory import held_bytes
+    from harness.measure.held import held_bytes
 
     monkeypatch.setitem(sys.modules, "torch.distributed.tensor", None)  # `import` of it now raises ImportError
     model = torch.nn.Linear(4, 4)

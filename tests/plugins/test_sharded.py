@@ -31,7 +31,7 @@ from torch import nn
 import impls
 from harness.blocks import model_blocks
 from harness.config.bench import DEFAULT_WARMUP
-from harness.measure.memory import held_bytes, optimizer_state_bytes
+from harness.measure.held import held_bytes, optimizer_state_bytes
 from harness.measure.timing import StepTimer
 from harness.measure.training import LEARNING_RATE, build_model, forward_precision, grad_scaler, make_batch, train_step
 from harness.parity import reference as parity
