@@ -23,7 +23,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 import torch
@@ -81,9 +81,10 @@ class MemoryPeaks:
     nvml_struct: str | None = None
     """Which NVML memory struct was read: v2 (excludes driver-reserved memory) or v1."""
     allocated_mb: float | None = None
-    """torch.cuda.max_memory_allocated since the configuration began."""
+    """torch.cuda.max_memory_allocated since the configuration began (of the GPU that peaked highest, where the
+    process drives several)."""
     reserved_mb: float | None = None
-    """torch.cuda.max_memory_reserved since the configuration began."""
+    """torch.cuda.max_memory_reserved since the configuration began, on that same GPU."""
     rss_mb: float | None = None
     """Peak resident set size of this process, sampled."""
     gpu_util_mean_pct: float | None = None
@@ -185,6 +186,30 @@ def peak_rss_mb() -> float | None:
     return _status_mb("VmHWM")[0]
 
 
+def driven_devices(device: torch.device, count: int) -> tuple[torch.device, ...]:
+    """The devices this process computes on: `count` GPUs from cuda:0 for a strategy driving every GPU of its
+    launch from one process (nn.DataParallel's replicas), else its own device alone."""
+    if device.type != "cuda" or count <= 1:
+        return (device,)
+    return tuple(torch.device("cuda", index) for index in range(count))
+
+
+def largest_allocator_peaks(devices: Sequence[torch.device]) -> tuple[float, float, str | None]:
+    """The allocator's peak allocated and reserved MiB of the device that allocated most, and, where the process
+    drives several, a note naming it with every device's peak (a replica's GPU may peak above the first's)."""
+    allocated = {device: torch.cuda.max_memory_allocated(device) / MB for device in devices}
+    largest = max(devices, key=allocated.__getitem__)
+    reserved = torch.cuda.max_memory_reserved(largest) / MB
+    if len(devices) == 1:
+        return allocated[largest], reserved, None
+    each = ", ".join(f"{device}: {mb:.0f}" for device, mb in allocated.items())
+    return (
+        allocated[largest],
+        reserved,
+        f"allocator peaks are {largest}'s, the largest of {len(devices)} GPUs ({each} MiB)",
+    )
+
+
 def rss_mb() -> float | None:
     try:
         with open("/proc/self/statm") as f:
@@ -202,8 +227,10 @@ class MemorySampler:
     kernel's and the allocator's peaks are still read.
     """
 
-    def __init__(self, device: torch.device, *, period_s: float = DEFAULT_PERIOD_S, gpu: GpuReader | None = None):
+    def __init__(self, device: torch.device, *, period_s: float = DEFAULT_PERIOD_S, gpu: GpuReader | None = None,
+                 devices: Sequence[torch.device] = ()):  # fmt: skip
         self._device = device
+        self._allocators = tuple(devices) or (device,)  # every GPU the process allocates on (NVML reads `device`)
         self._period_s = period_s
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -276,7 +303,8 @@ class MemorySampler:
 
     def start(self) -> MemorySampler:
         if self._device.type == "cuda":
-            torch.cuda.reset_peak_memory_stats(self._device)
+            for device in self._allocators:
+                torch.cuda.reset_peak_memory_stats(device)
         self._kernel_rss = reset_peak_rss()
         if self._threaded:
             self._sample()
@@ -306,8 +334,9 @@ class MemorySampler:
             note=self._note,
         )
         if self._device.type == "cuda":
-            peaks.allocated_mb = torch.cuda.max_memory_allocated(self._device) / MB
-            peaks.reserved_mb = torch.cuda.max_memory_reserved(self._device) / MB
+            peaks.allocated_mb, peaks.reserved_mb, which = largest_allocator_peaks(self._allocators)
+            if which:
+                peaks.note = f"{peaks.note}; {which}" if peaks.note else which
         return peaks
 
 

@@ -24,7 +24,7 @@ from harness.handoff import costs, faults
 from harness.handoff.progress import StepProgress
 from harness.handoff.rank_result import RankResult, name_unused
 from harness.measure.held import held_as_row, held_bytes
-from harness.measure.memory import MemorySampler, peaks_as_row
+from harness.measure.memory import MemorySampler, driven_devices, peaks_as_row
 from harness.measure.timing import make_step_timer
 from harness.measure.training import (
     OPTIMIZERS,
@@ -124,7 +124,9 @@ def _measure(cfg: Configuration, session: Session, *, run: Path, watch: RankWatc
         # Rank 0 drives every device of this launch. This rank waits for it in the gather of records,
         # over a gloo group on GPUs (Session.records_group): a CPU wait, never a kernel on its GPU.
         return RankResult("idle", **judged)
-    result, built, timeline = _build_and_train(cfg, session, strategy, workload, run=run, watch=watch, memory=memory)
+    devices = driven_devices(session.device, cfg.world_size if strategy.single_process else 1)
+    result, built, timeline = _build_and_train(cfg, session, strategy, workload, run=run, watch=watch, memory=memory,
+                                               devices=devices)  # fmt: skip
     result.parity_exact, result.parity_inexact_why = exact, judged["parity_inexact_why"]
     final_state = _measured_state(cfg, session, built)  # before any profiled step
     watch.clock.lap("parity")
@@ -134,17 +136,17 @@ def _measure(cfg: Configuration, session: Session, *, run: Path, watch: RankWatc
         result.trace_dir = profiling.profile(cfg, session, trace_dir=traces, timeline=traced, **built.parts())
         watch.clock.lap("profile")
     del built, strategy
-    release_memory(session.device)
+    release_memory(*devices)
     watch.clock.lap("release")
     result.parity = _judge_parity(cfg, session, final_state, run=run)
     watch.clock.lap("parity")
     return result
 
 
-def _build_and_train(cfg, session, strategy, workload, *, run: Path, watch: RankWatch, memory: dict):
-    """Build and wrap (the strategy's timeline attached first), then warm up and measure: this rank's
+def _build_and_train(cfg, session, strategy, workload, *, run: Path, watch: RankWatch, memory: dict, devices):
+    """Build and wrap (the strategy's timeline attached first), then warm up and measure on `devices`: this rank's
     result so far, the built parts and the timeline."""
-    sampler = MemorySampler(session.device, period_s=cfg.mem_period_s).start()
+    sampler = MemorySampler(session.device, period_s=cfg.mem_period_s, devices=devices).start()
     try:
         built, timeline, comm_note = _build(cfg, session, strategy, workload)
         progress = (

@@ -39,13 +39,15 @@ def freeze_survivors() -> None:
     gc.freeze()
 
 
-def release_memory(device: torch.device) -> None:
-    """Give back what the last configuration held, so the next one's peaks are its own."""
+def release_memory(*devices: torch.device) -> None:
+    """Give back what the last configuration held on each of `devices`, so the next one's peaks are its own."""
     gc.collect()
     if _FREEZING:
         gc.freeze()  # what a configuration imported lazily (transformers) is the process's too
-    if device.type == "cuda":
-        torch.cuda.empty_cache()
+    for device in devices:
+        if device.type == "cuda":
+            with torch.cuda.device(device):  # empty_cache frees the current device's cache only
+                torch.cuda.empty_cache()
     trim_heap()
 
 
