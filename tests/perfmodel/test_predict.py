@@ -825,3 +825,16 @@ def test_a_forecast_where_ranks_share_cores_is_slowed_and_judged_inside_or_outsi
     middle = (slowed["low_ms"] + slowed["high_ms"]) / 2
     assert own_host.range_words({**slowed, "measured_ms": middle}).endswith("measured inside")
     assert own_host.range_words({**slowed, "measured_ms": slowed["high_ms"] * 1.01}).endswith("measured outside")
+
+
+def test_ranks_left_fewer_threads_than_the_run_gave_its_own_are_said_to_run_slower():
+    """A `--gpus 1` run on 2 cores gave its rank both: 2 ranks there get one thread each, which no core share
+    prices (2 ranks on 2 cores is a rank to a core), so predict says the steps may be up to twice too fast."""
+    from harness.commands.console.predict import own_host
+
+    said = own_host.thread_words(2, 2, world=2, run_world=1)
+    assert "had 2 threads each" in said and "would have 1 each" in said and "up to ×2 too fast" in said
+    assert own_host.thread_words(1, 2, world=2, run_world=1) is None  # one thread each: nothing lost
+    assert own_host.thread_words(2, 2, world=2, run_world=2) is None  # the run measured this world size
+    assert own_host.thread_words(2, 8, world=4, run_world=1) is None  # 8 cores keep 2 threads for each of 4
+    assert own_host.thread_words(None, 2, world=2, run_world=1) is None  # a run that kept no thread count

@@ -107,6 +107,8 @@ def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
                                    zero_own_s=basis.zero_own_s)  # fmt: skip
         predictions.predict_table(frame, world=world, link=link, contention=measured)
         own_host.say_shared_cores(share, frame)
+        if fewer_threads := own_host.threads_at(run_dir, world):
+            console.warning(fewer_threads)
         counts.warn_if_extrapolated(link, largest_bucket_bytes(profile, caps), world=world)
         if given is None:  # a fitted network: said where this world size is not one it was measured at
             counts.warn_unmeasured_world(network, world)

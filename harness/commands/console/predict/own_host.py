@@ -2,7 +2,8 @@
 
 Where a world size's ranks outnumber the cores the run's ranks had: the compute slowed
 (`perfmodel.predict.core_share`), by the run's own measured slowdown or, unmeasured, by ranks / cores alone, and
-whether the step priced is a step or only a floor.
+whether the step priced is a step or only a floor. Where a world size beyond the run's leaves each rank fewer
+threads than the run's ranks had: that the step may be faster than it will be, unpriced.
 
 `predict --run OLD --against NEW`: the forecast OLD gives held against NEW's measured steps, per configuration of
 DDP as the model simulates it: the step `predict --run OLD --gpus N` says at that cap (calibrated on OLD's one-rank
@@ -45,6 +46,36 @@ def share_at(run_dir, setup: dict, world: int):
     if run_dir is None:
         return None
     return predict.core_share(store.read_configs(run_dir), setup, world=world, cores=predict.run_cores(run_dir))
+
+
+def thread_words(run_threads: int | None, cores: int | None, *, world: int, run_world: int) -> str | None:
+    """Where the run's ranks had more than one thread each and `world` is beyond the largest world size it measured
+    (`run_world`): that its ranks here have fewer threads than the one-rank step was measured with, which no core
+    share prices (a `--gpus 1` run on 2 cores gave its rank both); None where each rank keeps its threads."""
+    from harness.config.ranks import threads_per_rank
+
+    if not run_threads or run_threads <= 1 or world <= run_world or not cores:
+        return None
+    threads = threads_per_rank(device="cpu", max_local_ranks=world, cpu_count=cores)
+    if threads >= run_threads:
+        return None
+    return (f"w{world}: the run's ranks had {run_threads} threads each (it measured up to w{run_world}); {world} "
+            f"ranks on its {cores} cores would have {threads} each: the compute is priced at the one-rank step's "
+            f"{run_threads} threads, so each step here may be up to ×{run_threads / threads:.3g} too fast (unpriced: "
+            f"bench --gpus {world} measures it)")  # fmt: skip
+
+
+def threads_at(run_dir, world: int) -> str | None:
+    """thread_words for `world` ranks on `run_dir`'s CPU run (None: no run, or not a CPU's)."""
+    from harness.perfmodel import predict
+    from harness.results import store
+
+    if run_dir is None or store.read_run_meta(run_dir).get("device") != "cpu":
+        return None
+    configs = store.read_configs(run_dir)
+    run_world = int(configs["world_size"].max()) if len(configs) else 1
+    return thread_words(store.read_run_meta(run_dir).get("threads_per_rank"), predict.run_cores(run_dir),
+                        world=world, run_world=run_world)  # fmt: skip
 
 
 def against_one_rank(frame, profile):
