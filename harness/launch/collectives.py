@@ -21,7 +21,7 @@ from typing import Any
 from harness.config.bench import ConfigError
 from harness.config.collectives import CollectivesConfig
 from harness.config.ranks import available_cpus, threads_per_rank
-from harness.launch.bench_run import wait_for_node_zero
+from harness.launch.bench_run import hold_run, release_runs, wait_for_node_zero
 from harness.launch.diagnose import diagnose_launch
 from harness.launch.rendezvous import Rendezvous
 from harness.launch.torchrun import launch_ranks
@@ -101,11 +101,16 @@ def run_collectives(
     ranks included, and propagates.
     """
     plan = create_collectives_run(config, run_id=run_id, environment=environment)
-    for world in config.world_sizes:
-        began = time.monotonic()
-        launch_world(config, plan, world, on_tick=on_tick)
-        if on_world_done is not None:
-            on_world_done(world, time.monotonic() - began)
+    if config.node_rank == 0:  # the other nodes share node 0's folder and session, as bench's do
+        hold_run(plan.run, run_id)  # while held, a launch with nothing kept yet reads as in progress, not failed
+    try:
+        for world in config.world_sizes:
+            began = time.monotonic()
+            launch_world(config, plan, world, on_tick=on_tick)
+            if on_world_done is not None:
+                on_world_done(world, time.monotonic() - began)
+    finally:
+        release_runs()  # the collectives command holds no other run
     return plan.run
 
 

@@ -18,6 +18,7 @@ import pandas as pd
 
 from harness.config.units import parse_bandwidth, parse_latency
 from harness.results import model_tables, store
+from harness.results.layout import session_running
 
 
 def allreduce_bus_factor(world_size: int) -> float:
@@ -126,6 +127,7 @@ class Network:
     source: str
     others: dict[str, dict[int, Link]] = dataclasses.field(default_factory=dict)  # the other collectives' fits, by op
     unfinished: dict[int, Path] = dataclasses.field(default_factory=dict)  # launched, nothing kept: each one's log
+    in_progress: bool = False  # the collectives run is still being written: its last unfinished launch may be running
 
 
 def given_network(*, busbw_bytes_per_s: float, latency_s: float) -> Network:
@@ -188,7 +190,8 @@ def measured_network(collectives_run: Path) -> Network:
     others = {op: links_from_collectives(frame, source=source, op=op) for op in ("broadcast", "all_gather",
                                                                                 "reduce_scatter")}  # fmt: skip
     kept = {int(world) for world in frame["world_size"].unique()}
-    return Network(links, contention, source, others, unfinished_launches(collectives_run, measured=kept))
+    unfinished = unfinished_launches(collectives_run, measured=kept)
+    return Network(links, contention, source, others, unfinished, in_progress=session_running(collectives_run))
 
 
 def unfinished_launches(collectives_run: Path, *, measured: set[int]) -> dict[int, Path]:

@@ -10,7 +10,9 @@ run (pandas, pyarrow, duckdb) never see them as results.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import fcntl
 import hashlib
 import os
 import re
@@ -106,7 +108,8 @@ ENTRIES = (
     Entry(f"{LIVENESS}/", "each rank's pid and its answers when the launcher asks who is alive (hidden)",
           "every rank"),
     Entry(SESSION_LOCK, "locked (flock) by the session writing the run, which it names (pid, host, start): a "
-          "--resume while it runs is refused (hidden)", "bench"),
+          "--resume while it runs is refused, and a collectives run's launch in flight is said to run, not to have failed "
+          "(hidden)", "bench, collectives"),
 )  # fmt: skip
 
 
@@ -256,3 +259,22 @@ def check_output_folder(flag: str, folder: Path) -> None:
         raise ConfigError(f"{flag} {str(folder)!r} cannot be made: {str(existing)!r} is a file")
     if not can_write_in(existing):
         raise ConfigError(f"{flag} {str(folder)!r} cannot be written (checked {str(existing)!r})")
+
+
+def session_running(run: Path) -> bool:
+    """Whether a session holds `run`'s lock now (SESSION_LOCK, flock's): a run still being written, whose launch in
+    flight has kept nothing yet though it did not fail. False where no lock was ever taken or none can be taken."""
+    try:
+        fd = os.open(Path(run) / SESSION_LOCK, os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    except OSError:  # no flock on this file system: nothing says it runs
+        return False
+    finally:
+        with contextlib.suppress(OSError):
+            os.close(fd)  # closing drops the shared lock just taken, if it was
+    return False

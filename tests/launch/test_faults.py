@@ -349,3 +349,27 @@ def test_a_collectives_world_size_that_times_out_says_what_was_kept_and_predict_
     counts.warn_unmeasured_world(measured, 3)
     assert (f"the one measured at 2 ranks, carried over (collectives run slow's launch at 4 ranks failed, nothing "
             f"kept: log {run}/logs/world-4.log)") in capsys.readouterr().err  # fmt: skip
+
+
+def test_a_collectives_launch_still_running_is_said_to_run_not_to_have_failed(tmp_path, capsys):
+    """A collectives run whose w4 launch was still in flight read as "failed, nothing kept": its session holds the
+    run's lock (as run_collectives does) until it ends, and predict says the launch is still running."""
+    from harness.commands.predict import counts
+    from harness.launch import bench_run
+    from harness.perfmodel import network
+    from harness.results import model_tables
+
+    run = tmp_path / "going"
+    rows = [{"run_id": "going", "op": "all_reduce", "world_size": 2, "bytes": size, "time_us": 50 + size / 1e3,
+             "correct": True} for size in (1024, 1 << 20)]  # fmt: skip
+    store.write_parquet(model_tables.collectives_part(run, 2), rows, model_tables.COLLECTIVE_SCHEMA)
+    for world in (2, 4):
+        store.write_json(run / "plan" / f"world-{world}.json", {})
+    bench_run.hold_run(run, "going")
+    try:
+        counts.warn_unmeasured_world(network.measured_network(run), 3)
+        assert "launch at 4 ranks is still running, nothing kept yet" in capsys.readouterr().err
+    finally:
+        bench_run.release_runs()
+    counts.warn_unmeasured_world(network.measured_network(run), 3)  # its session gone, the launch kept nothing
+    assert "launch at 4 ranks failed, nothing kept" in capsys.readouterr().err

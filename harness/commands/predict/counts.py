@@ -72,7 +72,7 @@ def warn_unmeasured_world(network, world: int) -> None:
     under the table), so the step is optimistic by that. Each said as it is, with what it makes of the best cap."""
     said = []
     if world not in network.links:
-        failed = "".join(f" ({network.source}'s launch at {n} ranks failed, nothing kept: log {log})"
+        failed = "".join(f" ({network.source}'s launch at {n} ranks {_unfinished_words(network, n)}: log {log})"
                          for n, log in network.unfinished.items())  # fmt: skip
         said.append(f"its all-reduce cost is the one measured at {_sizes(network.links)} ranks, carried over{failed}")
     if world not in network.contention:
@@ -81,6 +81,14 @@ def warn_unmeasured_world(network, world: int) -> None:
                     "each other while they overlap is left out, so the step is optimistic by that much")  # fmt: skip
     if said:
         console.warning(f"w{world}: {'; '.join(said)}: its best cap is no measurement")
+
+
+def _unfinished_words(network, world: int) -> str:
+    """A launch that kept nothing: still running (its run's session holds the lock; only the last launched one can
+    be), else failed."""
+    if network.in_progress and world == max(network.unfinished):
+        return "is still running, nothing kept yet"
+    return "failed, nothing kept"
 
 
 def _sizes(measured) -> str:
