@@ -211,8 +211,8 @@ def flops_and_peak(configs, setup: dict, *, gpu: str, options: dict | None, requ
 
 
 def flops_text(flops: float) -> str:
-    """A count of FLOPs for reading, in the unit of the rate said beside it: '20.4 TFLOP', '512 GFLOP', '1.20 PFLOP'
-    (it read '2e+13 FLOPs' beside '125 TFLOP/s')."""
+    """A count of FLOPs for reading, in the largest unit it reaches (PFLOP, TFLOP, GFLOP, else MFLOP), whatever the
+    unit of a rate said beside it: '20.4 TFLOP', '512 GFLOP', '1.20 PFLOP' (it read '2e+13 FLOPs')."""
     units = ((1e15, "PFLOP"), (1e12, "TFLOP"), (1e9, "GFLOP"))
     scale, unit = next(((s, u) for s, u in units if flops >= 0.9995 * s), (1e6, "MFLOP"))  # 999.6 GFLOP: '1.00 TFLOP'
     return f"{tflops_text(flops / scale)} {unit}"
