@@ -5,8 +5,10 @@ own would carry them into every later test of its worker."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -34,10 +36,26 @@ print(faulted)
 """
 
 
+CHECKOUT = Path(__file__).resolve().parents[2]  # the harness these tests test, wherever pytest runs from
+
+
+def fresh_python(code: str, *args: str) -> str:
+    """`code`'s output in a fresh interpreter importing this checkout's harness: `-c` finds modules only on the
+    working directory, so from another folder it imported an installed harness (another checkout's), or none."""
+    path = os.pathsep.join(filter(None, [str(CHECKOUT), os.environ.get("PYTHONPATH")]))
+    done = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, check=True,
+                          cwd=CHECKOUT, env={**os.environ, "PYTHONPATH": path})  # fmt: skip
+    return done.stdout
+
+
 def faults_a_step(heap: str) -> int:
     """Pages faulted in by the last of 4 steps that each make, touch and free BLOCKS gradients."""
-    done = subprocess.run([sys.executable, "-c", STEPS, heap], capture_output=True, text=True, check=True)
-    return int(done.stdout.split()[-1])
+    return int(fresh_python(STEPS, heap).split()[-1])
+
+
+def test_the_fresh_interpreter_imports_this_checkouts_harness():
+    """pytest run from another folder must still time this checkout's keep_freed_heap, not an installed one."""
+    assert Path(fresh_python("import harness; print(harness.__file__)").strip()) == CHECKOUT / "harness" / "__init__.py"
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's allocator, page faults from getrusage")
