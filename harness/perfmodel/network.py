@@ -203,7 +203,9 @@ def unfinished_launches(collectives_run: Path, *, measured: set[int]) -> dict[in
     sizes = (plan.stem.removeprefix("world-").split(".")[0] for plan in (collectives_run / PLANS).glob("world-*.json"))
     launched = sorted(int(size) for size in sizes if size.isdigit())
     logs = {world: RunFolder(collectives_run).log(f"world-{world}") for world in launched if world not in measured}
-    return {world: log if log.is_file() else log.with_name(f"world-{world}.node0.log") for world, log in logs.items()}
+    node_zero = {world: log.with_name(f"world-{world}.node0.log") for world, log in logs.items()}
+    # across nodes node 0's log; else the plain name, whether its launch wrote one yet or not
+    return {world: node_zero[world] if node_zero[world].is_file() else log for world, log in logs.items()}
 
 
 def _contention(row) -> Contention:
