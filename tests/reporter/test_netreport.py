@@ -913,8 +913,8 @@ def test_a_what_if_page_at_one_gpu_count_says_each_figure_once(built):
     tables' misses at 4 nodes stood in the answer and again under the choice's Caveats: the answer says the most
     GPUs' node count's, the Caveats only the others'."""
     from harness.commands.report import as_predict_counts
+    from reports.pages.whatif import choice as whatif_choice
     from reports.pages.whatif import full_size, profile
-    from reports.pages.whatif import memory as whatif_memory
     from reports.pages.whatif import page as whatif
 
     results, _ = built
@@ -935,6 +935,6 @@ def test_a_what_if_page_at_one_gpu_count_says_each_figure_once(built):
                              "world_size": [world] * 2, "nodes": [nodes] * 2})  # fmt: skip
 
     at_4 = [frame(32, 4)]
-    assert profile.caveat(h100, 4) and not whatif_memory._misses(h100, pd.concat(at_4), at_4)  # the answer's only
+    assert profile.caveat(h100, 4) and not whatif_choice._misses(h100, pd.concat(at_4), at_4)  # the answer's only
     both = [frame(8, 1), frame(32, 4)]
-    assert whatif_memory._misses(h100, pd.concat(both), both) == published.cap_caveats(h100, [1])  # 4 nodes: above
+    assert whatif_choice._misses(h100, pd.concat(both), both) == published.cap_caveats(h100, [1])  # 4 nodes: above

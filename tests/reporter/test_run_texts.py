@@ -254,29 +254,29 @@ def test_an_open_verdict_on_the_page_says_what_its_evidence_bounds_so_far():
 def test_the_what_if_note_says_what_the_one_gpu_step_is_made_of():
     """A review read '= the one-GPU step with DDP (46.13 ms)' where 46.13 ms was local's: DDP's own cost,
     the reference's step less the baseline's, was below 0 and taken as 0, unsaid."""
-    from reports.pages.whatif import page as whatif
+    from reports.pages.whatif.calibration import calibration_note
 
     row = pd.Series({"ddp_own_ms": 0.0, "compute_scale": 1.146, "calibrated_to": "baseline", "local_step_ms": 46.13,
                      "own_measured": True, "local_step_given": 0.0, "own_left_out": False, "size": "small",
                      "grad_mb": 16.18, "grad_tensors": 18})  # fmt: skip
-    note = whatif._calibration_note(row)
+    note = calibration_note(row)
     assert "The profile is the small size's: 16.18 MiB of gradients in 18 tensors" in note
     assert "has other buckets: bench it for its own page" in note
-    assert "other buckets" not in whatif._calibration_note(pd.Series({**row.to_dict(), "size": "full"}))
-    named = whatif._calibration_note(row, {"page": "r1", "results_folder": "mine"}, cluster="dgx-h100")
+    assert "other buckets" not in calibration_note(pd.Series({**row.to_dict(), "size": "full"}))
+    named = calibration_note(row, {"page": "r1", "results_folder": "mine"}, cluster="dgx-h100")
     assert "as <code>ddpbench predict --run r1 --results mine --cluster dgx-h100</code> does" in named  # as it runs
     yours = {"workloads": {"mine.py:Net": {"kind": "file"}}}  # --size changes nothing in a file of yours
     file_row = pd.Series({**row.to_dict(), "setup_workload": "mine.py:Net"})
-    assert "other buckets" not in whatif._calibration_note(file_row, yours)
+    assert "other buckets" not in calibration_note(file_row, yours)
     assert "DDP's own cost at one rank (the reference's step less the baseline's, never below 0) is 0 ms" in note
     assert "the one-GPU step with DDP (46.13 ms: the baseline's, plus DDP's own cost)" in note
-    assert "added" in whatif._calibration_note(pd.Series({**row.to_dict(), "ddp_own_ms": 3.0}))
-    left_out = whatif._calibration_note(pd.Series({**row.to_dict(), "local_step_given": 20.0, "own_left_out": True}))
+    assert "added" in calibration_note(pd.Series({**row.to_dict(), "ddp_own_ms": 3.0}))
+    left_out = calibration_note(pd.Series({**row.to_dict(), "local_step_given": 20.0, "own_left_out": True}))
     assert "so that one GPU's step without DDP is 20 ms" in left_out and "measured on the CPU is left out" in left_out
-    unmeasured = whatif._calibration_note(pd.Series({**row.to_dict(), "own_measured": False}))  # no reference at 1
+    unmeasured = calibration_note(pd.Series({**row.to_dict(), "own_measured": False}))  # no reference at 1
     assert "DDP's own cost is not measured (the run has no reference step at one rank)" in unmeasured  # once "0 ms"
     # without a baseline step at one rank the compute is scaled to the reference's, its own cost inside
-    inside = whatif._calibration_note(pd.Series({**row.to_dict(), "own_measured": False, "calibrated_to": "reference"}))
+    inside = calibration_note(pd.Series({**row.to_dict(), "own_measured": False, "calibrated_to": "reference"}))
     assert "scaled ×1.146 to the run's reference step at one rank" in inside and "own cost is inside" in inside
     assert "(46.13 ms: the reference's)" in inside and "not measured" not in inside
 
@@ -420,7 +420,7 @@ def test_a_page_scaled_to_a_step_says_ddps_cost_is_inside_where_the_run_has_no_b
     """A review found the page saying 'one GPU's step without DDP … DDP's own cost … left out' where the console
     said the step given stands for one with DDP: a run without local at one rank has DDP's cost in its compute."""
     from reports.pages.whatif import memory as whatif_memory
-    from reports.pages.whatif import page as whatif
+    from reports.pages.whatif.calibration import calibration_note
 
     banner = whatif_memory.device_banner({"device": "cpu"}, types.SimpleNamespace(name="dgx-h100"), 20.0, inside=True)
     assert "one GPU's step with DDP is <b>20 ms</b>" in banner and "left out" not in banner
@@ -428,7 +428,7 @@ def test_a_page_scaled_to_a_step_says_ddps_cost_is_inside_where_the_run_has_no_b
     row = pd.Series({"ddp_own_ms": 0.0, "compute_scale": 0.1, "calibrated_to": "reference", "local_step_ms": 20.0,
                      "own_measured": False, "local_step_given": 20.0, "own_left_out": False, "size": "small",
                      "grad_mb": 1.0, "grad_tensors": 2})  # fmt: skip
-    note = whatif._calibration_note(row)
+    note = calibration_note(row)
     assert "so that one GPU's step with DDP (its own cost inside) is 20 ms" in note and "left out" not in note
 
 
@@ -718,7 +718,7 @@ def test_a_profile_that_says_its_nodes_ends_the_what_if_page_there_and_a_fit_say
 def test_the_what_if_choice_table_gives_each_picks_peak_a_rank_beside_its_step():
     """The page's first table had no memory column: the memory question was answered only in a paragraph far down."""
     from harness.perfmodel.pick.choice import Candidate, Choice
-    from reports.pages.whatif.memory import with_peak_column
+    from harness.perfmodel.pick.choice_table import with_peak_column
 
     stock, fsdp = Candidate("stock", 4096.0, True, 57.6), Candidate("fsdp", 19251.2, True, 55.0)
     header = ("GPUs", "book", "step ms", "GPU-h per 1B tokens")

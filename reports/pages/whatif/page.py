@@ -15,7 +15,6 @@ from harness.analysis.verdicts.sweep import given_cap
 from harness.perfmodel.clusters.cluster import Cluster
 from harness.perfmodel.clusters.nccl import ClusterLink
 from harness.perfmodel.measured import SETUP_DEFAULTS, ddp_own_cost_s
-from harness.perfmodel.memory import mib_text
 from harness.perfmodel.own_check import OwnCheck
 from harness.perfmodel.pick import ranked
 from harness.perfmodel.pick.compressed import benched_hooks
@@ -31,14 +30,15 @@ from harness.perfmodel.sharded import cluster_frame, floored_parameters, with_fu
 from harness.perfmodel.sharding.own_costs import fsdp_for_cluster, zero_for_cluster
 from harness.results import store
 from harness.results.invocation import page_run_words
-from harness.results.values import ms_text
 from reports.figures import whatif as figures
 from reports.figures.captions import CAPTIONS
 from reports.pages.html import HEADING_NAME, FigureList, esc, name_html, page, table
 from reports.pages.notes.winner import milliseconds
+from reports.pages.whatif import choice as wc
 from reports.pages.whatif import full_size, steps_table
 from reports.pages.whatif import memory as wm
 from reports.pages.whatif import profile as wp
+from reports.pages.whatif.calibration import calibration_note
 
 MAX_GPUS = 1024
 DEFAULT_LAYOUT = "DDP's default (25 MiB, a first bucket of 1 MiB)"
@@ -229,10 +229,10 @@ def whatif_page(meta: dict, configs: pd.DataFrame, profiles: pd.DataFrame, clust
         moves = ranked.miss_could_move_cap([frame for _, frame in at.groupby("world_size", sort=True)])
         # the choice said first as a table (README), then the answer's words and why
         parts += [full_size.heading(setup, group, trained, default),
-                  wm.choice_section(configs, at, cluster, worlds, booked=booked,
+                  wc.choice_section(configs, at, cluster, worlds, booked=booked,
                                  rows=counted[setup][0] if setup in counted else None, checked=sure),
                   asked, _answer(best, cluster, trained, default, moves=moves), wp.how_sure(sure, cluster, best),
-                  _calibration_note(group.iloc[0], meta, ended=bool(ends), cluster=cluster.name),
+                  calibration_note(group.iloc[0], meta, ended=bool(ends), cluster=cluster.name),
                   figs.add(figures.step_vs_gpus(group, cluster=cluster.name, profiled=_profiled(group), **marked),
                            CAPTIONS["whatif_caps"]),
                   figs.add(figures.strategies_vs_gpus(curve, cluster=cluster.name, **marked),
@@ -332,59 +332,6 @@ def _caps_by_size(best: pd.DataFrame) -> str:
 def _small_cap_caveat(best: pd.DataFrame) -> str:
     text = agreement.SMALL_CAP_CAVEAT
     return f" <i>{esc(text[0].upper() + text[1:])}.</i>" if best["unproven"].any() else ""
-
-
-def _calibration_note(row: pd.Series, meta: dict | None = None, *, ended: bool = False, cluster: str = "NAME") -> str:
-    """What the run's one-rank rows changed in the profile, and the step every efficiency is against (`ended`: an end
-    of the bound on this GPU of a step given on another, as the banner says, not the step given; `cluster`: the
-    page's, which the predict command that scales so names)."""
-    to, given = row["calibrated_to"], row["local_step_given"]
-    gave = ("an end of the bound on this GPU of the step given on another, above" if ended else
-            "given to predict with --local-step-ms, not measured")  # fmt: skip  # a reader of the page gave nothing
-    own = ("; DDP's own cost measured on the CPU is left out (no GPU's; --local-ddp-ms MS gives yours)"
-           if row["own_left_out"] else f" and DDP's own cost ({ms_text(row['ddp_own_ms'])} ms a step at one rank) added"
-           if row["ddp_own_ms"] else "; DDP's own cost at one rank (the reference's step less the baseline's, never "
-           "below 0) is 0 ms here" if row["own_measured"] else "; DDP's own cost is not measured (the run has no "
-           "reference step at one rank), so none is added" if to == "baseline" else "")  # fmt: skip
-    scaled = {"baseline": f"The profile's compute is scaled ×{row['compute_scale']:.4g} to the run's baseline step "
-              "at one rank (timed over every repeat)",
-              "reference": f"The profile's compute is scaled ×{row['compute_scale']:.4g} to the run's reference step "
-              "at one rank (timed over every repeat; the run has no baseline step there, so DDP's own cost is inside "
-              "the compute rather than apart)"}.get(to, "The profile is as measured (the run has no baseline or "
-                                                      "reference step at one rank to scale it to)")  # fmt: skip
-    if given:
-        first = f"first calibrated on the run's {to} step at one rank" if to else "the run has no step at one rank"
-        step = "with DDP (its own cost inside)" if to == "reference" else "without DDP"
-        scaled = (f"The profile's compute is scaled ×{row['compute_scale']:.4g} so that one GPU's step {step} "
-                  f"is {given:g} ms ({gave}; {first})")  # fmt: skip
-        if row.get("optimizer_given"):
-            part = ms_text(row["optimizer_share"] * row["local_step_ms"])
-            scaled += f", its optimizer {part} ms of it, {row['optimizer_from']}"
-    whose = "the reference's" if to == "reference" else "the baseline's, plus DDP's own cost"
-    if given:
-        whose = gave + (", plus DDP's own cost" if row["ddp_own_ms"] else "")
-    flag, before = " --local-step-ms MS" if given else "", ", both before DDP's own cost" * bool(row["own_left_out"])
-    sized = store.size_scales(meta or {}, {"workload": row.get("setup_workload")})  # a file of yours: never
-    other = "" if row["size"] == "full" or not sized else (
-        " A model of another size (the one you will train) has other buckets: bench it for its own page.")  # fmt: skip
-    if not pd.isna(alike := row.get("alike_full_size_mb", float("nan"))):  # the console's words (alike_words)
-        other = f" The full size's gradients, {mib_text(alike)}, are as many tensors: the profile's caps hold for it."
-    if "full_size_mb" in row and not pd.isna(row["full_size_mb"]):
-        other += (f" The table's last three columns are the least each step can take with the full size's "
-                  f"parameters, {row['full_size_mb']:,.0f} MiB of gradients (counted on the meta device), on this "
-                  "profile's compute as scaled, its split of forward, backward and optimizer included (when each "
-                  "full-size gradient is made is not measured): DDP's all-reduces one after another, the last after "
-                  "backward; ZeRO-1's optimizer shard and broadcasts after DDP's; FSDP2's gathers and "
-                  "reduce-scatters one at a time (docs/clusters.md). The choice ranks each strategy by its floor "
-                  "where that is above its step, and ZeRO-1 by its floor wherever it has one.")  # fmt: skip
-    size = wm.size_words(esc(row["size"])) if sized else "the model's as the run built it (--size scales no file)"
-    return (f"<p>The profile is {size}: {row['grad_mb']:.4g} MiB of gradients in "
-            f"{int(row['grad_tensors'])} tensors, which every prediction below buckets and all-reduces.{other} "
-            f"{scaled}{own}, as <code>ddpbench predict --run {esc(page_run_words(meta or {}))} --cluster "
-            f"{esc(cluster)}{flag}</code> does. "
-            f"Scaling efficiency = the one-GPU step{'' if row['own_left_out'] else ' with DDP'} "
-            f"({row['local_step_ms']:.4g} ms: {whose}) over each "
-            f"predicted step{before}.</p>")  # fmt: skip
 
 
 def _measured_section(configs: pd.DataFrame) -> str:
