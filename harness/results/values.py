@@ -254,3 +254,12 @@ def counted(count: int, noun: str) -> str:
     """'1 thread', '4 threads', '0 grid steps': a count with its noun, singular for one (pages and lines once said
     'thread(s)'; stats.repeats_text and the figures' world labels count repeats and ranks so)."""
     return f"{count} {noun}{'s' * (count != 1)}"
+
+
+def rate_text(value: float) -> str:
+    """'1.69M', '845K', '17.4': a rate in three significant digits, as a table's other figures ('1,690,080' read as
+    seven)."""
+    for suffix, size in (("B", 1e9), ("M", 1e6), ("K", 1e3)):
+        if value >= size:
+            return f"{value / size:.3g}{suffix}"
+    return f"{value:.3g}"

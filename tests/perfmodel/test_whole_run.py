@@ -47,3 +47,16 @@ def test_the_premium_pairs_one_clusters_ends_and_spans_every_corner_of_two_clust
     assert across.extra_share[0] == pytest.approx(fast.cost[0] / other.cost[0] - 1)
     unpriced = premium(of_booking(fast.booking, 6.4e6), of_booking(other.booking, 6.4e6))
     assert not unpriced.priced and unpriced.extra[0] == pytest.approx(fast.gpu_hours[0] - other.gpu_hours[0])
+
+
+def test_the_bookings_rate_reads_three_significant_digits():
+    """tokens/s read '≤1,690,080–3,126,651', seven digits where the rest of the table gives three."""
+    from harness.results.values import rate_text
+
+    assert [rate_text(v) for v in (1_690_080, 3_126_651, 845_000, 17.44, 2_437)] == [
+        "1.69M",
+        "3.13M",
+        "845K",
+        "17.4",
+        "2.44K",
+    ]

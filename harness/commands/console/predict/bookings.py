@@ -29,7 +29,7 @@ from harness.perfmodel.clusters.bookings import (
 )
 from harness.perfmodel.pick.bounds import CPU, LONG, OWN_COST_OF, SHORT, end_words, own_cost_open
 from harness.perfmodel.pick.choice_table import cost_unit
-from harness.results.values import ms_text
+from harness.results.values import ms_text, rate_text
 
 TEXT = ("cluster", "book")
 """The columns of words, aligned left; every other is of figures, aligned right."""
@@ -152,7 +152,7 @@ def _cells(b: Booking, prices: dict[str, float] | None, ends: tuple[str, str] | 
     of = f" of {b.capacity_gib:.3g}" if b.capacity_gib and b.peak_gib else ""
     peak = (" / ".join(f"{gib:.3g}" for gib in b.peak_gib) + of,) if peaks else ()
     return (b.cluster, str(b.gpus), str(b.nodes), book, mark + _span(b.step_ms, lambda v: f"{v:.4g}"), *peak,
-            *((bound_cell(b),) if bound else ()), ("≤" if b.at_least else "") + _span(b.per_s, _counted),
+            *((bound_cell(b),) if bound else ()), ("≤" if b.at_least else "") + _span(b.per_s, rate_text),
             mark + _span(b.gpu_hours, _counted), *cost)  # fmt: skip
 
 
