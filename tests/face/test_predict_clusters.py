@@ -84,7 +84,7 @@ def test_two_clusters_one_bounded_are_compared_after_each_ones_prediction(tmp_pa
     )  # 98.21: SGD's estimated 1.58 ms on the A100 memory-bound at the compute-bound end too (0.96 ms, not 0.5)
     # the step given may have been timed at another batch than the run's 8, which the throughput divides it by: the
     # run's words, said once where they first apply (no memory per rank here: no answer table, under the bookings')
-    assert said.count("  a GPU's samples a step: 8, the run's batch; the step given was timed at another? "
+    assert said.count("  a GPU's samples a step: 8, the run's batch; a step given timed at another: "
                       "--batch-size N") == 1  # fmt: skip
 
 
@@ -123,9 +123,9 @@ def test_a_batch_asked_is_the_one_the_throughput_counts(tmp_path, capsys):
 
 def test_a_batch_given_even_the_runs_own_is_not_asked_for(small_run, capsys):
     """`--batch-size` at the run's own batch (4 here: mlp's), one value or each cluster's, was asked for again under
-    the answer ('the step given was timed at another? --batch-size N'): the caveat is for a step given without it."""
+    the answer ('a step given timed at another: --batch-size N'): the caveat is for a step given without it."""
     base = ["predict", "--run", small_run.name, "--results", str(small_run.parent), "--nodes", "1"]
-    caveat = "the step given was timed at another? --batch-size N"
+    caveat = "a step given timed at another: --batch-size N"
     assert cli.main([*base, "--cluster", "dgx-h100", "--local-step-ms", "0.2"]) == 0
     said = capsys.readouterr().out
     assert caveat in said  # without --batch-size: the run's batch, said so

@@ -192,4 +192,4 @@ def run_batch_caveat(batch: int | None, *, step_given: bool, batch_given: bool) 
     given) or the steps are the run's own."""
     if not step_given or batch_given or not batch:
         return ""
-    return f"a GPU's samples a step: {batch}, the run's batch; the step given was timed at another? --batch-size N"
+    return f"a GPU's samples a step: {batch}, the run's batch; a step given timed at another: --batch-size N"
