@@ -199,13 +199,12 @@ def unfinished_launches(collectives_run: Path, *, measured: set[int]) -> dict[in
     failed before its first size), each with its log: what a world size priced on another's fit was missing."""
     from harness.results.layout import PLANS, RunFolder
 
-    # world-N.json, or world-N.nodeK.json from each node of a run across nodes
-    sizes = (plan.stem.removeprefix("world-").split(".")[0] for plan in (collectives_run / PLANS).glob("world-*.json"))
-    launched = sorted(int(size) for size in sizes if size.isdigit())
-    logs = {world: RunFolder(collectives_run).log(f"world-{world}") for world in launched if world not in measured}
-    node_zero = {world: log.with_name(f"world-{world}.node0.log") for world, log in logs.items()}
-    # across nodes node 0's log; else the plain name, whether its launch wrote one yet or not
-    return {world: node_zero[world] if node_zero[world].is_file() else log for world, log in logs.items()}
+    # world-N.json, or world-N.nodeK.json from each node of a run across nodes: node 0's log is named as its plan
+    plans = {plan.stem for plan in (collectives_run / PLANS).glob("world-*.json")}
+    launched = sorted({int(size) for stem in plans if (size := stem.removeprefix("world-").split(".")[0]).isdigit()})
+    folder = RunFolder(collectives_run)
+    return {world: folder.log(f"world-{world}.node0" if f"world-{world}.node0" in plans else f"world-{world}")
+            for world in launched if world not in measured}  # fmt: skip
 
 
 def _contention(row) -> Contention:
