@@ -181,11 +181,11 @@ def test_an_estimated_optimizer_is_weighed_as_the_share_the_pick_may_turn_on(tmp
     yet its cell "the pick rests on" was blank: only a CPU's optimizer time was weighed for the share the pick turns
     on. An estimate is no measurement either: the console's table weighs it, and the page's (its rows say so)."""
     from harness.commands.console import predictions
-    from reports.pages.whatif import memory
+    from reports.pages.whatif import choice
 
     shutil.copytree(DATA / "cpu_run", tmp_path / "cpu_run")
     weighed = {}
-    table, section = predictions.strategy_choice, memory.choice_section
+    table, section = predictions.strategy_choice, choice.choice_section
 
     def console_table(*args, **kwargs):
         weighed["console"] = kwargs["cpu_optimizer"]
@@ -196,7 +196,7 @@ def test_an_estimated_optimizer_is_weighed_as_the_share_the_pick_may_turn_on(tmp
         return section(configs, group, *args, **kwargs)
 
     monkeypatch.setattr(predictions, "strategy_choice", console_table)
-    monkeypatch.setattr(memory, "choice_section", page_choice)
+    monkeypatch.setattr(choice, "choice_section", page_choice)
     args = ["predict", "--run", "cpu_run", "--results", str(tmp_path), "--cluster", "dgx-h100", "--nodes", "1",
             "--local-step-ms", "310", "--page", str(tmp_path / "h100.html")]  # fmt: skip
     assert cli.main(args) == 0

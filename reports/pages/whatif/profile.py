@@ -69,7 +69,7 @@ def span(counts: list[int]) -> str:
 
 def caveat(cluster: Cluster, nodes: int) -> str:
     """The check against published tables where a cap chosen there rests on sizes it found off (as predict says): at
-    the most GPUs' node count, which the choice's caveats leave to it (memory.choice_section)."""
+    the most GPUs' node count, which the choice's caveats leave to it (choice.choice_section)."""
     said = cap_caveat(cluster, nodes)
     return f" <i>{esc(said[0].upper() + said[1:])}.</i>" if said else ""
 
