@@ -28,7 +28,7 @@ def open_verdict(subject: str = "w2 mlp/small zero vs stock", *, repeats: int = 
 
 
 def on_round(progress: Progress, standing: Decided, more: list, screen: Terminal) -> None:
-    config = types.SimpleNamespace(max_repeats=20, command=())
+    config = types.SimpleNamespace(max_repeats=20, command=(), nnodes=1)
     plan = types.SimpleNamespace(run_id="r1", run=types.SimpleNamespace(parent="res"))
     with contextlib.redirect_stdout(screen):  # console.say's stdout is the terminal the bar is drawn on
         rounds.on_round(progress, config, plan, standing, more)
@@ -128,3 +128,17 @@ def test_a_measuring_only_strategys_need_sets_no_new_runs_max_repeats(capsys):
     said = capsys.readouterr().out
     assert "--max-repeats 318 (the most an open verdict needs" in said and "of a strategy to deploy needs" not in said
     assert "; only verdicts of strategies that measure, none to deploy, are open" in said, said
+
+
+def test_what_decides_a_run_across_nodes_is_run_on_every_node(capsys):
+    """A run across 2 nodes stopped by its budget was told one node's resume, and one node's new run: every node
+    must run them, each with its own --node-rank (and a new run's nodes join by one new --run-id)."""
+    found = [open_verdict("w2 gpt2/small zero vs stock", repeats=2, needed=8),
+             open_verdict("w2 gpt2/small flat vs stock", repeats=2, needed=242)]  # fmt: skip
+    standing = Decided(found, 2, 600.0, stopped_by="budget", beyond_s=3600.0)
+    rounds.to_decide(standing, run_id="r1", results="res", max_repeats=20, nnodes=2)
+    said = capsys.readouterr().out
+    assert "--resume r1 --results res --budget 10m on every node, with its own --node-rank" in said, said
+    assert "--max-repeats 242 on every node, with its own --node-rank and one new --run-id (" in said, said
+    rounds.to_decide(standing, run_id="r1", results="res", max_repeats=20)
+    assert "every node" not in capsys.readouterr().out

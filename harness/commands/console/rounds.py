@@ -20,6 +20,7 @@ from harness.commands import console
 from harness.commands.console import duration_text
 from harness.commands.console.invoked import resume_hint
 from harness.commands.console.progress import Progress
+from harness.results.invocation import on_every_node
 from harness.results.values import counted
 
 NAMED_UP_TO = 2
@@ -56,6 +57,7 @@ def on_round(progress: Progress, config, plan, standing, more: list) -> None:
                 results=plan.run.parent,
                 max_repeats=config.max_repeats,
                 command=config.command,
+                nnodes=config.nnodes,
             )
     progress.decided = {v.subject for v in standing.verdicts if v.decided}
     progress.given_up = {v.subject: progress.given_up.get(v.subject, v.repeats) for v in standing.open if v.given_up}
@@ -183,13 +185,15 @@ def _span(seconds: float) -> str:
     return f"{seconds:.0f} s" if seconds < SECONDS_UNDER else duration_text(seconds)
 
 
-def to_decide(standing, *, run_id: str, results: Path | str, max_repeats: int, command: tuple[str, ...] = ()) -> None:
+def to_decide(standing, *, run_id: str, results: Path | str, max_repeats: int, command: tuple[str, ...] = (),
+              nnodes: int = 1) -> None:  # fmt: skip
     """After the last round, where verdicts stay open: what would decide them, and only what can. A budget that
     stopped it is steering (`--resume` takes a new one), but a resume goes only as far as the run's --max-repeats:
     it is offered for the verdicts that need no more. Repeats past --max-repeats need a new run, as the look
     confidence rests on it; a budget stop whose open verdicts all need more is told so, not sent to resume. Each
     command is one to paste: the resume's --budget the estimate, rounded up to the minute; the new run the run's
-    first command (`command`, run.json's) with the --max-repeats it needs, whatever session says it."""
+    first command (`command`, run.json's) with the --max-repeats it needs, whatever session says it; across `nnodes`
+    nodes, each run on every node."""
     still = standing.open
     if not still:
         return
@@ -207,7 +211,7 @@ def to_decide(standing, *, run_id: str, results: Path | str, max_repeats: int, c
         budget = (
             ("--budget", console.time_flag(60 * math.ceil(standing.estimate_s / 60))) if standing.estimate_s else ()
         )
-        console.say(f"ddpbench: to decide {which}: {resume_hint(run_id, results, more=budget)}{said}")
+        console.say(f"ddpbench: to decide {which}: {resume_hint(run_id, results, more=budget, nnodes=nnodes)}{said}")
     sizing = decide.sizing(still, max_repeats)
     need = max((v.repeats_needed for v in sizing), default=0)
     if need > max_repeats:
@@ -217,7 +221,8 @@ def to_decide(standing, *, run_id: str, results: Path | str, max_repeats: int, c
         measuring = all(v.instrument for v in sizing)  # no strategy to deploy left open: theirs size it, said so
         whose = " of a strategy to deploy" if not measuring and any(v.instrument for v in beyond if v.reachable) else ""
         only = "; only verdicts of strategies that measure, none to deploy, are open" if measuring else ""
-        run = new_run_command(command, ("--max-repeats", str(need)))
+        run = new_run_command(command, ("--max-repeats", str(need))) + on_every_node(nnodes)
+        run += " and one new --run-id" if nnodes > 1 else ""  # the nodes of a new run join by its id
         console.say(f"ddpbench: {head}: {run} (the most an open verdict{whose} "
             f"needs at the spread and ratio seen{took}{rough}{only}{_measuring_only(beyond, need)}; the verdicts "
             "decided here stop early again); --resume "
