@@ -258,8 +258,9 @@ def counted(count: int, noun: str) -> str:
 
 def rate_text(value: float) -> str:
     """'1.69M', '845K', '17.4': a rate in three significant digits, as a table's other figures ('1,690,080' read as
-    seven)."""
+    seven); the suffix chosen after rounding (999,950 is '1M', not '1e+03K'), none past a billion's ('1,000B')."""
+    rounded = float(f"{value:.3g}")
     for suffix, size in (("B", 1e9), ("M", 1e6), ("K", 1e3)):
-        if value >= size:
-            return f"{value / size:.3g}{suffix}"
-    return f"{value:.3g}"
+        if rounded >= size:
+            return f"{rounded / size:,.4g}{suffix}"
+    return f"{rounded:.3g}"

@@ -60,3 +60,10 @@ def test_the_bookings_rate_reads_three_significant_digits():
         "17.4",
         "2.44K",
     ]
+
+
+def test_a_rate_that_rounds_up_to_the_next_suffix_takes_it():
+    """999,950 a second read '1e+03K': the suffix was chosen before the rounding to three figures."""
+    from harness.results.values import rate_text
+
+    assert [rate_text(v) for v in (999_950, 999.96, 2.5e12)] == ["1M", "1K", "2,500B"]
