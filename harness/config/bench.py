@@ -317,12 +317,17 @@ GPU_DEVICE_NODES = (
 """Files a GPU driver makes (NVIDIA's, ROCm's, WSL's)."""
 
 
+def gpu_driver_files() -> bool:
+    """Whether a GPU driver's file is here (GPU_DEVICE_NODES): asked without importing torch."""
+    return any(os.path.exists(node) for node in GPU_DEVICE_NODES)
+
+
 def likely_cpu(requested: str) -> bool:
     """A guess, without importing torch, that `--device requested` will run on the CPU: `cpu`, or `auto` where no
     GPU driver's file exists. Only for starting the CPU ranks' imports early (`torchrun.start_early`); the device
     itself is torch's answer (`cuda_available`), since a driver may make its device files only when CUDA is first
     used."""
-    return requested == "cpu" or (requested == "auto" and not any(os.path.exists(n) for n in GPU_DEVICE_NODES))
+    return requested == "cpu" or (requested == "auto" and not gpu_driver_files())
 
 
 def cuda_available() -> bool:
@@ -338,7 +343,7 @@ def cuda_here() -> bool:
     import shutil
     import sys
 
-    if "torch" in sys.modules or shutil.which("nvidia-modprobe") or any(map(os.path.exists, GPU_DEVICE_NODES)):
+    if "torch" in sys.modules or shutil.which("nvidia-modprobe") or gpu_driver_files():
         return cuda_available()
     return False
 
