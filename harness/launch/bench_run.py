@@ -211,9 +211,8 @@ def record_nodes(run: Path) -> None:
     launch plans each node's launcher kept in the run folder; nothing where only one node's plans are there."""
     nodes = {}
     for path in sorted((run / layout.PLANS).glob("world-*.node*.json")):
-        if NODE_PLAN.match(path.name) and isinstance(plan := store.read_json(path), dict):
-            context = plan.get("context") or {}
-            rank = int(NODE_PLAN.match(path.name).group(1))
+        if (named := NODE_PLAN.match(path.name)) and isinstance(plan := store.read_json(path), dict):
+            context, rank = plan.get("context") or {}, int(named.group(1))
             nodes[rank] = {"node_rank": rank, **{fact: context.get(fact) for fact in NODE_FACTS}}
     if len(nodes) > 1:
         meta = store.read_json(RunFolder(run).run_json)
