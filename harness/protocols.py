@@ -199,6 +199,10 @@ class StrategyDefaults:
     """Why the strategy cannot train in fp16, whose step goes through torch's grad scaler (unscale, an inf check every
     rank must agree on, a skipped step); "" where it can. `bench --dtype fp16` with it is refused with these words."""
 
+    grad_accum_refused: ClassVar[str] = ""
+    """Why the strategy cannot accumulate gradients over micro-batches (`bench --grad-accum K` above 1: no no_sync()
+    keeps a micro-batch's gradients local); "" where it can. Its rows at such a K are skipped with these words."""
+
     warmup_needed: ClassVar[dict[str, int]] = {}
     """Warm-up steps the strategy needs on a device type ("cuda", "cpu") before its steps are steady, where
     the run's default is too few. A run without --warmup gives it them (harness.config.grid.warmup_steps);

@@ -142,6 +142,9 @@ class RpcHybrid(StrategyDefaults):
     fp16_refused: ClassVar[str] = (
         "its remote part's gradients live in distributed autograd's contexts, which torch's grad scaler cannot unscale"
     )
+    grad_accum_refused: ClassVar[str] = (
+        "its remote part steps on the server through distributed autograd after every backward, with no no_sync"
+    )
     warmup_needed: ClassVar[dict[str, int]] = DDP_WARMUP  # the dense part's DDP
 
     bucket_cap_mb: float | None = option(

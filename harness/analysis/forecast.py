@@ -27,8 +27,8 @@ from harness.config import grid
 from harness.protocols import ConfigError
 from harness.results import store
 
-KEYS = ("impl", "impl_options", "workload", "size", "world_size", "batch_size", "dtype", "optimizer", "device", "tf32",
-        "backend", "nnodes")  # fmt: skip
+KEYS = ("impl", "impl_options", "workload", "size", "world_size", "batch_size", "grad_accum", "dtype", "optimizer",
+        "device", "tf32", "backend", "nnodes")  # fmt: skip
 """What makes an earlier row the same configuration's, as rows hold it."""
 OLDER_ROWS = {"optimizer": "sgd", "dtype": "fp32", "tf32": False}  # what a run from before these columns trained with
 

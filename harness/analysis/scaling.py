@@ -22,7 +22,8 @@ def scaling_efficiency(
 
 
 POOLED_SCALING_FIGURES = ("repeats", "baseline_repeats", "scaling_efficiency", "scaling_efficiency_vs_local")
-SCALING_KEYS = ("impl", "impl_options", "workload", "size", "batch_size", "dtype", "optimizer", "device", "backend")
+SCALING_KEYS = ("impl", "impl_options", "workload", "size", "batch_size", "grad_accum",
+                "dtype", "optimizer", "device", "backend")  # fmt: skip
 """What a world-size-1 baseline must share with the row it scales (as harness.handoff.records pairs them)."""
 
 

@@ -367,8 +367,8 @@ def lines(
     return [line for line in (said, f"{_strategy(row)}: {slow}" if slow and not named else None) if line]
 
 
-SAME_CONFIGURATION = ("impl", "impl_options", "workload", "size", "batch_size", "dtype", "optimizer", "world_size",
-                      "nnodes")  # fmt: skip
+SAME_CONFIGURATION = ("impl", "impl_options", "workload", "size", "batch_size", "grad_accum", "dtype", "optimizer",
+                      "world_size", "nnodes")  # fmt: skip
 
 
 def typical_repeats(rows: pd.DataFrame) -> pd.DataFrame:

@@ -16,6 +16,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from harness.config.accumulation import accumulation_counts
 from harness.config.flags import AUTO, LOCATES, STEERS, duration, finite, flag, key_values, names, repeat_count, whole
 from harness.config.precision import DTYPES
 from harness.config.units import parse_bandwidth, parse_latency
@@ -90,6 +91,13 @@ class BenchConfig:
     )
     batch_size: int | None = flag(
         None, "samples per rank per step", parse=whole("--batch-size"), default_text="the workload's"
+    )
+    grad_accum: tuple[int, ...] = flag(
+        (1,),
+        "gradient accumulation: micro-batches of --batch-size per rank in each step, synchronised after the last only "
+        "(the strategy's no_sync); several values sweep it: global batch = world size × K × --batch-size",
+        parse=accumulation_counts,
+        metavar="K[,K…]",
     )
     optimizer: str = flag(
         "sgd", "sgd|adam|adamw (Adam and AdamW keep two moments per parameter: the state ZeRO and FSDP shard)"
@@ -249,7 +257,7 @@ class BenchConfig:
         """The inverse of dataclasses.asdict after a JSON round trip (tuples came back as lists)."""
         fields = {f.name for f in dataclasses.fields(cls)}
         values = {k: v for k, v in data.items() if k in fields}
-        for key in ("impls", "workloads", "command"):
+        for key in ("impls", "workloads", "command", "grad_accum"):
             if key in values:
                 values[key] = tuple(values[key])
         for key in ("options", "workload_options"):

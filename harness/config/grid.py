@@ -3,15 +3,21 @@
 from __future__ import annotations
 
 import dataclasses
-import functools
 import itertools
 import json
 from collections.abc import Iterable
 from typing import Any
 
+from harness.config.accumulation import refused
 from harness.config.bench import DEFAULT_WARMUP, MIN_AUTO_REPEATS, BenchConfig, resolve_backend
 from harness.config.flags import AUTO
 from harness.config.precision import resolve_dtype
+from harness.config.skips import (
+    extra_ranks,
+    runnable,
+    serves_nothing,
+    skip_reason,  # noqa: F401 (the grid's API, as before)
+)
 from harness.config.workload_grid import workload_choices
 from harness.protocols import ConfigError
 from harness.results.layout import safe_name
@@ -56,6 +62,7 @@ class Configuration:
     """Whether it is one of several repeats (its id and its launch then say which)."""
     judging_repeat: int = 0
     """The repeat that judges its parity: the first not failed (`launcher.first_to_judge` sets it)."""
+    grad_accum: int = 1  # micro-batches of `batch_size` per rank in a step, synchronised after the last only
 
     def make_workload(self):
         """This configuration's workload, as every rank builds it (`workloads.create`)."""
@@ -93,7 +100,10 @@ class Configuration:
         return float(value) if value is not None else None
 
     def label(self) -> str:
-        return f"w{self.world_size} {self.workload}/{self.size} {configuration_label(self.impl, self.impl_options)}"
+        accum = f" K={self.grad_accum}" if self.grad_accum > 1 else ""
+        return (
+            f"w{self.world_size} {self.workload}/{self.size} {configuration_label(self.impl, self.impl_options)}{accum}"
+        )
 
     def to_json(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
@@ -175,7 +185,7 @@ def expand(config: BenchConfig, *, device: str, bf16_supported: bool = False) ->
     if dtype == "fp16":
         refuse_fp16(names)
     backend = resolve_backend(config.backend, device=device)
-    runs_here = _runs_here(grids, device=device, remote_parts=[c.remote_part for c in choices], nnodes=config.nnodes)
+    runs_here = runnable(grids, device=device, remote_parts=[c.remote_part for c in choices], nnodes=config.nnodes)
     decides = any(decides_anything([n for n in names if runs_here(world)[n]], runs_here(world), [world])
                   for world in config.world_sizes)  # fmt: skip
     repeats = initial_repeats(config, decides)
@@ -183,7 +193,8 @@ def expand(config: BenchConfig, *, device: str, bf16_supported: bool = False) ->
     configurations: list[Configuration] = []
     for world in config.world_sizes:
         group = [
-            (choice, impl, opts, extra_ranks(impl, choice.remote_part, config.nnodes))
+            (choice, impl, opts, extra_ranks(impl, choice.remote_part, config.nnodes), accum)
+            for accum in config.grad_accum
             for choice in choices
             for impl in names
             for opts in grids[impl]
@@ -192,17 +203,19 @@ def expand(config: BenchConfig, *, device: str, bf16_supported: bool = False) ->
         # pair of repeats runs an order and then its reverse (C B A, …: `rotated`): every place alike on average.
         for repeat in range(repeats):
             planned = [
-                (choice, impl, opts, extra)
-                for choice, impl, opts, extra in group
+                (choice, impl, opts, extra, accum)
+                for choice, impl, opts, extra, accum in group
                 if not repeat
-                or not (choice.unavailable or opts not in runs_here(world)[impl] or _serves_nothing(impl, extra))
+                or not (choice.unavailable or opts not in runs_here(world)[impl] or serves_nothing(impl, extra))
             ]  # one that can only be skipped here is planned once: a repeat would repeat the skip
-            for choice, impl, opts, extra in rotated(planned, repeat):
+            planned = [member for member in planned if not repeat or not refused(member[1], member[4])]
+            for choice, impl, opts, extra, accum in rotated(planned, repeat):
                 configurations.append(
                     Configuration(
                         config_id=_config_id(
-                            len(configurations), world, choice.name, size, impl, opts, repeat, several
+                            len(configurations), world, choice.name, size, impl, opts, repeat, several, accum
                         ),
+                        grad_accum=accum,
                         impl=impl,
                         impl_options=opts,
                         workload=choice.name,
@@ -275,74 +288,6 @@ def warmup_needed(impl: str, device: str) -> int:
     return getattr(impl_registry.entry(impl).cls, "warmup_needed", {}).get(device, 0)
 
 
-def extra_ranks(impl: str, remote_part: str | None, nnodes: int) -> int:
-    """The strategy's extra ranks where they will be used: none for a workload without a remote
-    part or a multi-node job, whose rows the worker records as skipped in an ordinary launch."""
-    import impls as impl_registry
-
-    wanted = impl_registry.entry(impl).cls.extra_ranks
-    return wanted if wanted and remote_part is not None and nnodes == 1 else 0
-
-
-def _runs_here(grids: dict[str, list[dict]], *, device: str, remote_parts: list, nnodes: int):
-    """World size -> per strategy, the option sets it can run at that size on `device` (those it cannot are
-    recorded as skipped rows: no verdict rests on them); a parameter server only where some workload has a remote
-    part for it, on one node (`extra_ranks`)."""
-
-    def at(world: int) -> dict[str, list[dict]]:
-        def runs(name: str, opts: dict) -> bool:
-            if all(_serves_nothing(name, extra_ranks(name, part, nnodes)) for part in remote_parts):
-                return False
-            return not _strategy_refuses(name, opts, device=device, world=world)
-
-        return {name: [opts for opts in grid if runs(name, opts)] for name, grid in grids.items()}
-
-    return functools.cache(at)
-
-
-def skip_reason(cfg: Configuration) -> str | None:
-    """Why a planned configuration will be a skipped row, as the rank will say it (harness.rank.configuration,
-    rpc_flow), from what the parent knows; None where it will run."""
-    if _serves_nothing(cfg.impl, cfg.extra_ranks):
-        return ("runs on one node: the parameter server is an extra rank of a single-node launch" if cfg.nnodes > 1
-                else no_remote_part(cfg.workload))  # fmt: skip
-    return _strategy_refuses(cfg.impl, cfg.impl_options, device=cfg.device, world=cfg.world_size) or (
-        cfg.make_workload().unavailable_reason(device=cfg.device)
-    )
-
-
-def no_remote_part(workload: str) -> str:
-    """Why a parameter server has nothing to serve on `workload`, and the workloads that give it something: the one
-    wording of the dry run's skip and the rank's (a newcomer read the rank's 'see WorkloadDefaults.remote_part', a
-    class in the code, and the dry run's shorter line, as two reasons)."""
-    import workloads as workload_registry
-
-    serving = [entry.name for entry in workload_registry.REGISTRY.entries() if getattr(entry.cls, "remote_part", None)]
-    has = f"{' and '.join(serving)} {'has' if len(serving) == 1 else 'have'} one: --workloads {','.join(serving)}; "
-    return (
-        f"workload {workload!r} has no remote part for the parameter server ({has * bool(serving)}"
-        "a model of your own names its own with remote_part, docs/your-model.md)"
-    )
-
-
-def _serves_nothing(impl: str, extra: int) -> bool:
-    """A parameter server given no extra rank (no remote part to serve, or several nodes): rpc_flow skips it."""
-    import impls as impl_registry
-
-    return bool(impl_registry.entry(impl).cls.extra_ranks) and not extra
-
-
-def _strategy_refuses(name: str, opts: dict, *, device: str, world: int) -> str | None:
-    """Why the strategy will skip itself, as its rank will say it; on the CPU only, where the backend is gloo
-    whatever is asked: on GPUs its check reads the process group's backend (--backend gloo is no NCCL) and the
-    GPUs a launch sees, which the parent cannot, so the ranks decide there."""
-    import impls as impl_registry
-
-    if device != "cpu":
-        return None
-    return impl_registry.create(name, **opts).unavailable_reason(device=device, world_size=world)
-
-
 def decides_anything(names: list[str], grids: dict[str, list[dict]], worlds) -> bool:
     """Whether the run has a verdict to decide (harness.analysis.verdicts.decide): a world size that communicates, and
     a strategy swept over bucket caps or a strategy to hold against the reference (the reference at another
@@ -378,15 +323,16 @@ def identity(cfg: Configuration) -> str:
 
 def again(cfg: Configuration, *, index: int, repeat: int) -> Configuration:
     """Repeat `repeat` of configuration `cfg` (any repeat of it), as the `index`-th of its run."""
-    config_id = _config_id(index, cfg.world_size, cfg.workload, cfg.size, cfg.impl, cfg.impl_options, repeat, True)
+    c = cfg
+    config_id = _config_id(index, c.world_size, c.workload, c.size, c.impl, c.impl_options, repeat, True, c.grad_accum)
     return dataclasses.replace(cfg, config_id=config_id, repeat=repeat, repeated=True)
 
 
 def _config_id(
-    index: int, world: int, workload: str, size: str, impl: str, opts: dict, repeat: int, repeated: bool
+    index: int, world: int, workload: str, size: str, impl: str, opts: dict, repeat: int, repeated: bool, accum: int = 1
 ) -> str:
     parts = [f"{index:04d}", f"w{world}", safe_name(workload), size, impl]
-    parts += [f"{k}{v}" for k, v in sorted(opts.items())]
+    parts += [f"{k}{v}" for k, v in sorted(opts.items())] + ([f"k{accum}"] if accum > 1 else [])
     if repeated:
         parts.append(f"r{repeat}")
     return safe_name("-".join(parts), limit=120)

@@ -68,7 +68,7 @@ def window_columns(cfg: Configuration, results: list[RankResult]) -> dict[str, A
     window_ms = max(windows)
     return {
         "step_period_ms": window_ms / cfg.steps,
-        "window_samples_per_s": cfg.batch_size * cfg.world_size * cfg.steps / (window_ms / 1e3),
+        "window_samples_per_s": cfg.batch_size * cfg.grad_accum * cfg.world_size * cfg.steps / (window_ms / 1e3),
     }
 
 
@@ -110,6 +110,7 @@ def same_setup(written: pd.DataFrame, cfg: Configuration) -> pd.Series:
         & (written["workload"] == cfg.workload)
         & (written["size"] == cfg.size)
         & (written["batch_size"] == cfg.batch_size)
+        & (written.get("grad_accum", 1) == cfg.grad_accum)
         & (written["dtype"] == cfg.dtype)
         & (written["optimizer"] == cfg.optimizer)
         & (written["device"] == cfg.device)
@@ -280,7 +281,8 @@ def assemble(
         else stats.summarize([])
     )
     step_ms = summary["step_ms_median"]
-    throughput = scaling.samples_per_second(step_ms=step_ms, batch_size=cfg.batch_size, world_size=cfg.world_size)
+    step_batch = cfg.batch_size * cfg.grad_accum  # a rank's samples per step: its micro-batches'
+    throughput = scaling.samples_per_second(step_ms=step_ms, batch_size=step_batch, world_size=cfg.world_size)
     main = results[0]
     layout = main.layout or {}
     row: dict[str, Any] = {
@@ -301,6 +303,7 @@ def assemble(
         "world_size": cfg.world_size,
         "nnodes": cfg.nnodes,
         "batch_size": cfg.batch_size,
+        "grad_accum": cfg.grad_accum,
         "dtype": cfg.dtype,
         "tf32": cfg.tf32,
         "optimizer": cfg.optimizer,

@@ -17,7 +17,8 @@ from harness.results.dictionary.columns import PHASES  # noqa: F401 (the phases,
 
 
 class StepTimer:
-    """Marks per step: `start`, then `lap(phase)` at the end of each of PHASES (in order)."""
+    """Marks per step: `start`, then `lap(phase)` at the end of each of PHASES (in order); a phase lapped several
+    times in a step (forward and backward, once per micro-batch under gradient accumulation) is their sum."""
 
     def __init__(self, clock: Clock | None = None) -> None:
         self.clock = clock or Clock()
@@ -42,7 +43,9 @@ class StepTimer:
         return self.clock.ms(self._steps[0][0][1], self._steps[-1][-1][1]) if self._steps else None
 
     def _durations(self, marks: list[tuple[str, Mark]]) -> dict[str, float]:
-        row = {f"{phase}_ms": self.clock.ms(prev, mark) for (_, prev), (phase, mark) in itertools.pairwise(marks)}
+        row: dict[str, float] = {}
+        for (_, prev), (phase, mark) in itertools.pairwise(marks):
+            row[f"{phase}_ms"] = row.get(f"{phase}_ms", 0.0) + self.clock.ms(prev, mark)
         row["step_ms"] = self.clock.ms(marks[0][1], marks[-1][1])
         return row
 

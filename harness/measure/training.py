@@ -6,7 +6,7 @@ Kept apart from the worker so that the parity reference runs exactly the same st
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -23,15 +23,40 @@ which is what ZeRO and FSDP shard; plain SGD has none."""
 OPTIMIZER, LEARNING_RATE = OPTIMIZERS["sgd"]  # the default
 
 
-def batch_seed(seed: int, rank: int, step: int) -> int:
-    """Every rank sees different data, identical from run to run."""
-    return (seed * 1_000_003 + rank) * 1_000_003 + step
+def batch_seed(seed: int, rank: int, step: int, micro: int = 0) -> int:
+    """Every rank sees different data, identical from run to run; with gradient accumulation every micro-batch of a
+    step too. The first micro-batch (`micro` 0) is the step's batch without accumulation, so that `--grad-accum 1`
+    trains on the batches it always did."""
+    base = (seed * 1_000_003 + rank) * 1_000_003 + step
+    return base if micro == 0 else base * 1_000_003 + micro
 
 
-def make_batch(workload: Workload, *, batch_size: int, seed: int, rank: int, step: int, device: torch.device) -> Any:
+def make_batch(
+    workload: Workload, *, batch_size: int, seed: int, rank: int, step: int, device: torch.device, micro: int = 0
+) -> Any:
     generator = torch.Generator(device=device)
-    generator.manual_seed(batch_seed(seed, rank, step))
+    generator.manual_seed(batch_seed(seed, rank, step, micro))
     return workload.make_batch(batch_size, device=device, generator=generator)
+
+
+def step_batches(
+    workload: Workload,
+    *,
+    batch_size: int,
+    seed: int,
+    ranks: Sequence[int],
+    step: int,
+    device: torch.device,
+    grad_accum: int = 1,
+) -> list[Any]:
+    """A step's `grad_accum` micro-batches, each every rank in `ranks`' batch of it concatenated (one rank's own, or
+    the whole job's for a single-process strategy), made before the step: its time is the training's alone."""
+
+    def micro_batch(micro: int) -> Any:
+        return concat_batches([make_batch(workload, batch_size=batch_size, seed=seed, rank=rank, step=step,
+                                          device=device, micro=micro) for rank in ranks])  # fmt: skip
+
+    return [micro_batch(micro) for micro in range(grad_accum)]
 
 
 def concat_batches(batches: list[Any]) -> Any:
@@ -122,21 +147,28 @@ def train_step(
     step: int = 0,
     before_backward: Callable[[], None] | None = None,
     scaler: torch.amp.GradScaler | None = None,
+    accumulated: Sequence[Any] = (),
 ) -> bool:
     """One step, timed per phase; with a `timeline`, the strategy's collectives are stamped from the
     step's start (the timer's), as step `step`. `before_backward`: an injected straggler's delay
     (harness.handoff.faults), inside the backward phase. `scaler` (fp16's, `grad_scaler`): the loss scaled before
-    backward, its unscale and inf check timed with the optimizer's step. Whether the scaler skipped the step."""
+    backward, its unscale and inf check timed with the optimizer's step. Whether the scaler skipped the step.
+
+    `accumulated`: gradient accumulation's micro-batches before `batch`, each run forward and backward inside the
+    strategy's `no_sync()` (gradients add up locally, nothing is reduced); `batch`, the last, is run outside it and
+    synchronised. Each micro-batch's loss is divided by their number, so that the step trains as one batch of them
+    all. The forward and backward phases are the sums over the micro-batches; sync is what follows the last
+    backward."""
     timer.start()
     if timeline is not None:
         timeline.begin_step(step)
-    with precision or contextlib.nullcontext():
-        loss = workload.loss(model, batch)
-    timer.lap("forward")
-    if before_backward is not None:
-        before_backward()
-    (loss if scaler is None else scaler.scale(loss)).backward()
-    timer.lap("backward")
+    micro_batches = [*accumulated, batch]
+    for index, micro_batch in enumerate(micro_batches):
+        synced = index == len(micro_batches) - 1
+        with contextlib.nullcontext() if synced else strategy.no_sync():
+            delay = before_backward if synced else None  # a straggler's, once a step
+            _forward_backward(model, workload, micro_batch, timer, precision=precision, scaler=scaler,
+                              before_backward=delay, share=len(micro_batches))  # fmt: skip
     strategy.sync_gradients()
     timer.lap("sync")
     skipped = scaled_step(optimizer, scaler)
@@ -147,3 +179,16 @@ def train_step(
     # (dropping them costs microseconds; DDP's bucket views must be zeroed in place instead).
     optimizer.zero_grad(set_to_none=strategy.zero_grad_set_to_none)
     return skipped
+
+
+def _forward_backward(model, workload, batch, timer: StepTimer, *, precision, scaler, before_backward, share: int):
+    """One micro-batch forward and backward, timed as the step's forward and backward (the timer sums repeated
+    phases); its loss divided by `share`, the micro-batches of the step (1: the loss as it is, not divided)."""
+    with precision or contextlib.nullcontext():
+        loss = workload.loss(model, batch)
+        loss = loss / share if share > 1 else loss
+    timer.lap("forward")
+    if before_backward is not None:
+        before_backward()
+    (loss if scaler is None else scaler.scale(loss)).backward()
+    timer.lap("backward")

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import itertools
 from collections.abc import Callable, Iterator
 
 import torch
@@ -168,8 +169,11 @@ def reference_run(
     optimizer: str = "sgd",
     on_step: Callable[[int], None] | None = None,
     sign_like: list[SignLike | None] | None = None,
+    grad_accum: int = 1,
 ) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
-    """(final, initial) parameters of the single-process reference over `steps` steps, on the CPU.
+    """(final, initial) parameters of the single-process reference over `steps` steps, on the CPU. With
+    `grad_accum` K, each rank's K micro-batches of a step are run in turn too, and the summed gradients divided by
+    world_size × K: one process on the step's whole world × K × batch_size samples, which no no_sync() can enter.
 
     `on_step(step)` after each step tells the launcher the reference is still moving; `sign_like`, where given, is
     appended the run's `SignLike` (None for an optimizer whose update is linear in the gradient). In fp16 every
@@ -183,14 +187,15 @@ def reference_run(
     scaler = grad_scaler(dtype, device)
     near_zero = NearZeroSteps(model, optimizer)
     for step in range(steps):
-        for rank in range(world_size):
-            batch = make_batch(workload, batch_size=batch_size, seed=seed, rank=rank, step=step, device=device)
+        for rank, micro in itertools.product(range(world_size), range(grad_accum)):
+            batch = make_batch(workload, batch_size=batch_size, seed=seed, rank=rank, step=step, device=device,
+                               micro=micro)  # fmt: skip
             with forward_precision(dtype, device):
                 loss = workload.loss(model, batch)
             (loss if scaler is None else scaler.scale(loss)).backward()
         for p in model.parameters():
             if p.grad is not None:
-                p.grad.div_(world_size)
+                p.grad.div_(world_size * grad_accum)
         near_zero.count(model, 1.0 if scaler is None else scaler.get_scale())
         scaled_step(optimizer, scaler)
         optimizer.zero_grad(set_to_none=True)

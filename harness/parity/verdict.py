@@ -89,6 +89,7 @@ def cached_reference(
     parameter (`movement.movements`: a float each) for every optimizer."""
     key = (cfg.workload_spec, cfg.workload, cfg.size, cfg.world_size, cfg.batch_size, cfg.warmup + cfg.steps,
            cfg.seed, str(device), cfg.dtype, cfg.optimizer)  # fmt: skip
+    key += (cfg.grad_accum,) if cfg.grad_accum > 1 else ()  # K=1's key as before: its cached references still serve
     # "-moved": the file holds the sign-like steps and the movements too, where one of before holds fewer
     path = (folder or _cache_dir()) / f"reference-moved-{hashlib.sha1(repr(key).encode()).hexdigest()[:16]}.pt"
     if not path.is_file():
@@ -106,6 +107,7 @@ def cached_reference(
                 device=device,
                 dtype=cfg.dtype,
                 optimizer=cfg.optimizer,
+                grad_accum=cfg.grad_accum,
                 on_step=progress,
                 sign_like=sign_like,
             )

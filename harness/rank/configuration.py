@@ -19,6 +19,7 @@ import torch
 import impls
 from harness.clock import Clock, host_seconds
 from harness.comm_timeline import CommTimeline
+from harness.config import accumulation
 from harness.config.grid import Configuration
 from harness.handoff import costs, faults
 from harness.handoff.progress import StepProgress
@@ -29,11 +30,10 @@ from harness.measure.timing import make_step_timer
 from harness.measure.training import (
     OPTIMIZERS,
     build_model,
-    concat_batches,
     forward_precision,
     grad_scaler,
-    make_batch,
     set_tf32,
+    step_batches,
     train_step,
 )
 from harness.parity import reference, verdict
@@ -112,6 +112,8 @@ def _measure(cfg: Configuration, session: Session, *, run: Path, watch: RankWatc
     # StrategyDefaults says why where a strategy does not; a plug-in of its own without the base may say nothing
     why = None if exact else getattr(strategy, "parity_inexact_why", None)
     judged = {"parity_exact": exact, "parity_inexact_why": why}
+    if refusal := accumulation.refused(cfg.impl, cfg.grad_accum):
+        return RankResult("skipped", refusal, **judged)
     if strategy.extra_ranks:  # a parameter server: trainers and server run a flow of their own
         result = rpc_flow.measure(cfg, session, strategy, workload, run=run, injected=watch.injected)
         return dataclasses.replace(result, **judged)
@@ -366,14 +368,21 @@ def train(
             if not single_process:
                 session.barrier()  # every rank starts the measured window together
             _open_window(sampler, session.device)
-        batch = concat_batches([make_batch(step_parts["workload"], batch_size=cfg.batch_size, seed=cfg.seed,
-                                           rank=rank, step=step, device=session.device) for rank in ranks])  # fmt: skip
+        *accumulated, batch = step_batches(
+            step_parts["workload"],
+            batch_size=cfg.batch_size,
+            seed=cfg.seed,
+            ranks=ranks,
+            step=step,
+            device=session.device,
+            grad_accum=cfg.grad_accum,
+        )
         last = step == cfg.warmup + cfg.steps - 1
         inspect = (lambda: held.update(held_bytes(step_parts["model"], step_parts["optimizer"]))) if last else None
         delay = (lambda step=step: watch.before_backward(cfg, session, step)) if slowed else None
         skipped += train_step(batch=batch, timer=warmup_timer if step < cfg.warmup else timer, precision=precision,
                               after_optimizer_step=inspect, timeline=timeline, step=step, before_backward=delay,
-                              **step_parts) and step >= cfg.warmup  # fmt: skip
+                              accumulated=accumulated, **step_parts) and step >= cfg.warmup  # fmt: skip
         if progress is not None:
             progress(step)
         if after_step is not None:

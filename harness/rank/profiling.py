@@ -19,7 +19,7 @@ from harness.analysis import overlap
 from harness.comm_timeline import CommTimeline
 from harness.config.grid import Configuration
 from harness.measure.timing import make_step_timer
-from harness.measure.training import forward_precision, make_batch, train_step
+from harness.measure.training import forward_precision, step_batches, train_step
 from harness.rank.dist import Session
 
 PROFILE_SCHEDULE = {"wait": 1, "warmup": 1, "active": 3}
@@ -49,16 +49,12 @@ def profile(
     ) as prof:
         for index in range(total):
             step = first_step + index
-            batch = make_batch(
-                step_parts["workload"],
-                batch_size=cfg.batch_size,
-                seed=cfg.seed,
-                rank=session.rank,
-                step=step,
-                device=session.device,
-            )
+            *accumulated, batch = step_batches(step_parts["workload"], batch_size=cfg.batch_size, seed=cfg.seed,
+                                               ranks=[session.rank], step=step, device=session.device,
+                                               grad_accum=cfg.grad_accum)  # fmt: skip
             stamped = timeline if timeline is not None and index >= first_traced else None
-            train_step(batch=batch, timer=timer, precision=precision, timeline=stamped, step=step, **step_parts)
+            train_step(batch=batch, timer=timer, precision=precision, timeline=stamped, step=step,
+                       accumulated=accumulated, **step_parts)  # fmt: skip
             if stamped is not None and index == total - 1:  # before prof.step() ends the trace
                 stamped.end()
                 phases = timer.collect()[first_traced:]

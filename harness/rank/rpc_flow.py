@@ -34,7 +34,8 @@ import torch.distributed.autograd as dist_autograd
 import torch.distributed.rpc as rpc
 
 import workloads
-from harness.config.grid import Configuration, no_remote_part
+from harness.config.grid import Configuration
+from harness.config.skips import no_remote_part
 from harness.handoff import faults
 from harness.handoff.progress import StepProgress
 from harness.handoff.rank_result import ParityVerdict, RankResult, error_line

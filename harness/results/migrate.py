@@ -166,6 +166,11 @@ def lift_text_columns(table: pa.Table, spec: kinds.Table) -> pa.Table:
     return table
 
 
+KNOWN_BEFORE = {"grad_accum": 1}
+"""Columns added since whose value in the rows from before them is known, not null: every step before `--grad-accum`
+was one micro-batch."""
+
+
 def conform(table: pa.Table, spec: kinds.Table) -> pa.Table:
     """Every declared column, with its declared type and field metadata (an old part lacks new
     ones; a part whose column is all null says "null"), in the declared order; columns `spec` does
@@ -175,7 +180,9 @@ def conform(table: pa.Table, spec: kinds.Table) -> pa.Table:
     present = set(table.column_names)
     for field in schema:
         if field.name not in present:
-            table = table.append_column(field, pa.nulls(len(table), field.type))
+            known = KNOWN_BEFORE.get(field.name)
+            table = table.append_column(field, pa.nulls(len(table), field.type) if known is None
+                                        else pa.array([known] * len(table), field.type))  # fmt: skip
     declared = schema.names
     known = set(declared)
     extra = [name for name in table.column_names if name not in known]

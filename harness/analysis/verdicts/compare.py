@@ -36,8 +36,8 @@ from harness.results import contention, store
 from harness.results.layout import SUMMARY_JSON
 from harness.results.values import configuration_label, settings_words, timed_by_hook
 
-MATCH_KEYS = ("impl", "impl_options", "workload", "size", "world_size", "nnodes", "batch_size", "dtype", "optimizer",
-              "device")  # fmt: skip
+MATCH_KEYS = ("impl", "impl_options", "workload", "size", "world_size", "nnodes", "batch_size", "grad_accum", "dtype",
+              "optimizer", "device")  # fmt: skip
 SETTING_KEYS = ("threads_per_rank", "backend", "tf32", "first_bucket_cap_mb", "timed_by_hook")
 """Recorded per configuration, not in its options, and each changes the step time: on the CPU the
 threads per rank follow --gpus (a --gpus 1 run gives a world-size-1 rank twice the threads of a

@@ -54,7 +54,7 @@ SPREAD_OVERESTIMATE = 0.95
 """The spread seen may be this likely an overestimate by the factor √(χ²(0.95, df)/df) (1.30 at 14 df): 'no
 significant change' is out of reach only when the interval at --max-repeats stays too wide after it."""
 
-SETUP_KEYS = ("workload", "size", "batch_size", "dtype", "optimizer", "world_size", "nnodes")
+SETUP_KEYS = ("workload", "size", "batch_size", "grad_accum", "dtype", "optimizer", "world_size", "nnodes")
 CAP, STRATEGY = "bucket cap", "against the reference"
 
 

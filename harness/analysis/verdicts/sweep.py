@@ -29,7 +29,8 @@ from harness.analysis.verdicts.cap_verdict import recommend_cap as recommend_cap
 from harness.results import store
 from harness.results.values import configuration_label, options_of, ratio_number
 
-GROUP_KEYS = ("impl", "other_options", "workload", "size", "batch_size", "dtype", "optimizer", "world_size", "nnodes")
+GROUP_KEYS = ("impl", "other_options", "workload", "size", "batch_size", "grad_accum",
+              "dtype", "optimizer", "world_size", "nnodes")  # fmt: skip
 LAYOUT_KEYS = ("cap_given", "first_bucket_cap_mb")
 """Besides GROUP_KEYS, what keeps two layouts apart: whether the cap was an option (DDP's default layout
 when not), and, where one cap was measured with several first buckets (a resume under another torch), the

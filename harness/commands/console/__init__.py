@@ -11,6 +11,7 @@ import sys
 from typing import TYPE_CHECKING, TextIO
 
 from harness.commands.console.invoked import resume_hint as resume_hint  # console.resume_hint
+from harness.config import accumulation
 from harness.results.invocation import retry_words as retry_words  # console.retry_words
 from harness.results.values import (
     casts_counted_part,
@@ -198,7 +199,7 @@ def describe_row(row: dict) -> str:
     median step's (`samples_per_s`), said so: the page's throughput chart is the measured window's, which a user read
     as the same figure (0.393 here, 0.34 there)."""
     strategy = configuration_label(row["impl"], row["impl_options"])
-    label = f"w{row['world_size']} {row['workload']}/{row['size']} {strategy}"
+    label = f"w{row['world_size']} {row['workload']}/{row['size']} {strategy}{accumulation.row_words(row)}"
     if row.get("repeat"):  # counted from 1, as "after 3 repeats" counts them (config ids and logs: r0, r1, …)
         label += f" (repeat {row['repeat'] + 1})"
     if row["status"] != "ok":

@@ -63,7 +63,13 @@ BUCKET_CAP_MB = C(
     MIB_UNIT,
     "the bucket cap the strategy used, where it has buckets: the one given, or DDP's default (25) when none was (`impl_options` holds what was asked)",
 )
-BATCH_SIZE = C("batch_size", I32, COUNT, "samples per rank per step")
+BATCH_SIZE = C("batch_size", I32, COUNT, "samples per rank per micro-batch: per step where `grad_accum` is 1")
+GRAD_ACCUM = C(
+    "grad_accum",
+    I32,
+    COUNT,
+    "`--grad-accum`: micro-batches of `batch_size` per rank in each step, forward and backward each, the gradients synchronised after the last only (the strategy's `no_sync()` on the others), then one optimizer step; a step trains on `world_size × grad_accum × batch_size` samples (1 in runs from before this column, which had no accumulation)",
+)
 DTYPE = C(
     "dtype",
     STR,
@@ -253,7 +259,7 @@ CONFIGS = Table(
         WORKLOAD,
         C("workload_spec", STR, "", "what the ranks built the workload from: the spec as given, a file's path made absolute (run.json's `workloads` has its content's hash)"),
         C("workload_options", OPTIONS, "", "the workload's options (`--wopt`): option name → its value as a JSON literal, as `impl_options`"),
-        SIZE, WORLD_SIZE, NNODES, BUCKET_CAP_MB, BATCH_SIZE, DTYPE, TF32, OPTIMIZER, DEVICE, BACKEND, THREADS,
+        SIZE, WORLD_SIZE, NNODES, BUCKET_CAP_MB, BATCH_SIZE, GRAD_ACCUM, DTYPE, TF32, OPTIMIZER, DEVICE, BACKEND, THREADS,
         C("steps", I32, COUNT, "measured steps"),
         C("warmup", I32, COUNT, "warm-up steps before them"),
         C("scaler_skipped_steps", I32, COUNT, "fp16: the measured steps whose optimizer step the grad scaler skipped (an inf or NaN in the scaled gradients: the scale halved, the parameters left as they were), the most of any rank (the strategies' ranks skip together: they check the reduced gradients); null in other dtypes and in runs from before this column"),
@@ -263,7 +269,7 @@ CONFIGS = Table(
         C("step_ms_cv", F64, RATIO, "coefficient of variation of those step times (noise)"),
         C("step_ms_drift", F64, RATIO, "how far those step times moved within the measured window, in step order: median of the last quarter of the steps (at least 3) / median of the first half − 1 (−0.04: the last steps 4 % faster than the first); flagged (the noise note \"steps drift\") where at least 2 % and beyond 3 × `step_ms_drift_se`; null under 6 measured steps (docs/statistics.md)"),
         C("step_ms_drift_se", F64, RATIO, "the standard error of `step_ms_drift`, from the steps' own spread: √(π/2) σ √(1/first half + 1/last quarter) / the first half's median, σ from the median absolute difference of successive steps (which a level shift barely moves); null where the drift is"),
-        C("samples_per_s", F64, "samples/s", "`batch_size × world_size / step_ms_median`"),
+        C("samples_per_s", F64, "samples/s", "`batch_size × grad_accum × world_size / step_ms_median`"),
         C("step_period_ms", F64, MS, "the measured window (first step's start to the last one's end, the slowest rank's) / steps: a step plus what runs between steps (zeroing gradients, making the batch, gaps); below `step_ms_mean` where the ranks' steps do not line up (`local`'s ranks never wait for each other), since a step time takes the slowest rank at each step index, as a step that synchronised would wait for it"),
         C("window_samples_per_s", F64, "samples/s", "samples of all ranks in the measured window / the window's length: throughput including what runs between steps"),
         C("scaling_efficiency", F64, RATIO, "`samples_per_s(n) / (n × samples_per_s(1))`, same configuration at world size 1, same repeat (where that repeat ran none, the geometric mean of those that did; a summary over repeats pools the world-size-1 repeats: docs/statistics.md)"),
@@ -321,13 +327,13 @@ STEPS = Table(
     "(DDP's all-reduce and the gradient sent to the server), optimizer is `DistributedOptimizer.step`, sync "
     "the trainers' barrier after it; only trainers have steps.",
     (
-        RUN_ID, CONFIG_ID, RANK,
+        RUN_ID, CONFIG_ID, GRAD_ACCUM, RANK,
         C("step", I32, "", "the step's index, warm-up steps included"),
         C("warmup", BOOL, "", "true for warm-up steps (kept to show warm-up effects, never counted)"),
         STEP_MS,
-        C("forward_ms", F64, MS, "the forward pass and the loss (under autocast where `dtype` is not fp32)"),
-        C("backward_ms", F64, MS, "`loss.backward()`, with whatever communication the strategy overlaps with it"),
-        C("sync_ms", F64, MS, "`sync_gradients()`: the gradient communication left after backward (DDP: none)"),
+        C("forward_ms", F64, MS, "the forward pass and the loss (under autocast where `dtype` is not fp32); with `grad_accum` above 1, the sum over the step's micro-batches"),
+        C("backward_ms", F64, MS, "`loss.backward()`, with whatever communication the strategy overlaps with it; with `grad_accum` above 1, the sum over the step's micro-batches (only the last one synchronises)"),
+        C("sync_ms", F64, MS, "`sync_gradients()`: the gradient communication left after backward (DDP: none); after the last micro-batch's backward"),
         C("optimizer_ms", F64, MS, "`optimizer.step()`; in fp16 through the grad scaler, whose unscale, inf check (read on the host) and scale update it includes"),
         C("comm_ms", F64, MS, "how long at least one of the strategy's collectives was in flight in this step (null where not measured)"),
         C("exposed_comm_ms", F64, MS, "the part of `comm_ms` with no compute running (see configs/)"),

@@ -1,0 +1,105 @@
+"""Gradient accumulation (`bench --grad-accum K`) on one process: the step trains like one batch of its K
+micro-batches, each micro-batch but the last inside the strategy's no_sync(), the phases summed; and the flag's
+refusals. No torchrun launch: one rank's arithmetic is what accumulation changes (the reduction across ranks is each
+strategy's own, judged by every bench run's parity)."""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+
+import pytest
+import torch
+
+import workloads
+from harness.config import accumulation
+from harness.measure.timing import StepTimer
+from harness.measure.training import OPTIMIZERS, batch_seed, build_model, step_batches, train_step
+from harness.parity import reference
+from harness.protocols import ConfigError, StrategyDefaults
+
+CPU = torch.device("cpu")
+SETUP = {"batch_size": 4, "seed": 5, "device": CPU}
+
+
+class Recorded(StrategyDefaults):
+    """One rank's strategy that counts its no_sync() entries and its syncs (there is nothing to reduce)."""
+
+    def __init__(self) -> None:
+        self.unsynced, self.syncs = 0, 0
+
+    def wrap(self, model):
+        return model
+
+    def sync_gradients(self) -> None:
+        self.syncs += 1
+
+    @contextlib.contextmanager
+    def no_sync(self):
+        self.unsynced += 1
+        yield
+
+
+def trained(grad_accum: int, steps: int, *, batches=step_batches) -> tuple[dict, Recorded, StepTimer]:
+    workload = workloads.create("mlp", size="tiny")
+    model = build_model(workload, seed=SETUP["seed"], device=CPU)
+    optimizer_cls, lr = OPTIMIZERS["sgd"]
+    optimizer, strategy, timer = optimizer_cls(model.parameters(), lr=lr), Recorded(), StepTimer()
+    for step in range(steps):
+        *accumulated, batch = batches(workload, ranks=[0], step=step, grad_accum=grad_accum, **SETUP)
+        train_step(model=model, workload=workload, strategy=strategy, optimizer=optimizer, batch=batch, timer=timer,
+                   accumulated=accumulated)  # fmt: skip
+    return reference.parameters_on_cpu(model), strategy, timer
+
+
+def expected(grad_accum: int, steps: int) -> dict:
+    workload = workloads.create("mlp", size="tiny")
+    return reference.reference_run(workload, world_size=1, steps=steps, grad_accum=grad_accum, **SETUP)[0]
+
+
+def test_k_micro_batches_train_like_one_batch_of_them_all():
+    got, strategy, _timer = trained(3, steps=2)
+    assert reference.compare(got, expected(3, steps=2)).within_tolerance
+    assert (strategy.unsynced, strategy.syncs) == (2 * 2, 2)  # K-1 micro-batches unsynced a step, one sync a step
+    # And the check can fail: K=3 is not K=1 three times as long, nor the first micro-batch alone.
+    assert not reference.compare(got, expected(1, steps=2)).within_tolerance
+
+
+def test_micro_batches_that_repeat_one_batch_fail_parity():
+    """A broken accumulation that feeds the step's first micro-batch K times trains elsewhere: parity catches it."""
+
+    def first_only(workload, *, grad_accum, **setup):
+        return step_batches(workload, grad_accum=1, **setup) * grad_accum
+
+    got, _, _ = trained(3, steps=2, batches=first_only)
+    assert not reference.compare(got, expected(3, steps=2)).within_tolerance
+
+
+def test_forward_and_backward_are_summed_over_the_micro_batches():
+    _, _, timer = trained(4, steps=1)
+    (row,) = timer.collect()
+    marks = timer._steps[0]
+    forward = sum(timer.clock.ms(a[1], b[1]) for a, b in itertools.pairwise(marks) if b[0] == "forward")
+    assert [phase for phase, _ in marks].count("forward") == 4
+    assert row["forward_ms"] == pytest.approx(forward)
+    assert row["step_ms"] == pytest.approx(sum(row[f"{p}_ms"] for p in ("forward", "backward", "sync", "optimizer")))
+
+
+def test_k1_batches_are_those_of_before_and_every_micro_batch_is_its_own():
+    assert batch_seed(5, 1, 7) == (5 * 1_000_003 + 1) * 1_000_003 + 7  # the batches every earlier run trained on
+    seeds = {batch_seed(5, rank, step, micro) for rank in range(2) for step in range(3) for micro in range(8)}
+    assert len(seeds) == 2 * 3 * 8
+
+
+@pytest.mark.parametrize("text", ["0", "two", "1,,4", "4,4"])
+def test_bad_counts_are_refused_naming_the_value(text):
+    with pytest.raises(ConfigError, match="--grad-accum"):
+        accumulation.accumulation_counts(text)
+
+
+def test_a_parameter_server_cannot_accumulate_and_says_why():
+    assert accumulation.accumulation_counts("1, 8") == (1, 8)
+    assert accumulation.refused("rpc_hybrid", 1) is None
+    assert "no no_sync" in accumulation.refused("rpc_hybrid", 4)
+    assert accumulation.refused("stock", 4) is None
+    assert accumulation.batch_words(world_size=8, grad_accum=8, batch_size=8) == "global batch 512 = 8 ranks × K=8 × 8"
