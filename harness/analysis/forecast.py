@@ -145,8 +145,8 @@ def newest_medians(runs: list[Path]) -> dict[tuple, float]:
 
 def _key(cfg) -> tuple:
     return tuple(_plain(v) for v in (cfg.impl, cfg.options_json, cfg.workload, cfg.size, cfg.world_size,
-                                     cfg.batch_size, cfg.dtype, cfg.optimizer, cfg.device, cfg.tf32, cfg.backend,
-                                     cfg.nnodes))  # fmt: skip
+                                     cfg.batch_size, cfg.grad_accum, cfg.dtype, cfg.optimizer, cfg.device, cfg.tf32,
+                                     cfg.backend, cfg.nnodes))  # fmt: skip
 
 
 def _plain(value):

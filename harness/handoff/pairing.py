@@ -39,10 +39,12 @@ class RowSetup(NamedTuple):
     device: str
     backend: str
     repeat: int
+    grad_accum: int = 1  # a row from before --grad-accum was one micro-batch a step
 
     @classmethod
     def of(cls, row: dict[str, Any]) -> RowSetup:
-        return cls(**{name: row[name if name != "options_json" else "impl_options"] for name in cls._fields})
+        given = {name: row[name if name != "options_json" else "impl_options"] for name in cls._fields[:-1]}
+        return cls(**given, grad_accum=row.get("grad_accum", 1))
 
 
 READ = ("status", *(name if name != "options_json" else "impl_options" for name in RowSetup._fields), "baseline",

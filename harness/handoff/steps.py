@@ -32,8 +32,7 @@ def step_rows(cfg: Configuration, run_id: str, results: list[RankResult]) -> lis
         for collective in result.comm or []:
             by_step.setdefault(collective["step"], []).append(collective)
         for step, timing in enumerate(result.steps):
-            row = {"run_id": run_id, "config_id": cfg.config_id, "grad_accum": cfg.grad_accum, "rank": rank,
-                   "step": step,
+            row = {"run_id": run_id, "config_id": cfg.config_id, "rank": rank, "step": step,
                    "warmup": step < cfg.warmup, "step_ms": timing["step_ms"],
                    **{f"{phase}_ms": timing.get(f"{phase}_ms") for phase in PHASES}}  # fmt: skip
             if result.comm is None:

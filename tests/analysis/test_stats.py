@@ -189,7 +189,7 @@ def configs_for_scaling(w1_ms: list[float], w2_ms: list[float]) -> pd.DataFrame:
     """Rows of one strategy at world sizes 1 and 2, one per repeat, batch 10 per rank."""
     keys = {"status": "ok", "impl": "stock", "impl_options": "{}", "workload": "mlp", "size": "tiny",
             "batch_size": 10, "dtype": "fp32", "optimizer": "sgd", "device": "cpu", "backend": "gloo",
-            "nnodes": 1}  # fmt: skip
+            "nnodes": 1, "grad_accum": 1}  # fmt: skip
     rows = [{**keys, "world_size": world, "repeat": repeat, "samples_per_s": 10 * world * 1000 / ms}
             for world, times in ((1, w1_ms), (2, w2_ms)) for repeat, ms in enumerate(times)]  # fmt: skip
     return pd.DataFrame(rows)

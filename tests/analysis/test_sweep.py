@@ -60,7 +60,7 @@ def sweep_rows(
                 configs.append({"config_id": config_id, "repeat": repeat, "status": "ok", "impl": impl,
                                 "impl_options": options,
                                 "bucket_cap_mb": cap, "workload": "gpt2", "size": "tiny", "batch_size": 2,
-                                "dtype": "fp32", "optimizer": "sgd", "world_size": world, "nnodes": 1,
+                                "dtype": "fp32", "optimizer": "sgd", "world_size": world, "nnodes": 1, "grad_accum": 1,
                                 "bucket_sizes_mb": (buckets or {}).get(cap)})  # fmt: skip
                 launch = (1 + rng.normal(0, 0.01)) * launches[world, repeat]
                 for step in range(30):

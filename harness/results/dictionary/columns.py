@@ -327,7 +327,7 @@ STEPS = Table(
     "(DDP's all-reduce and the gradient sent to the server), optimizer is `DistributedOptimizer.step`, sync "
     "the trainers' barrier after it; only trainers have steps.",
     (
-        RUN_ID, CONFIG_ID, GRAD_ACCUM, RANK,
+        RUN_ID, CONFIG_ID, RANK,
         C("step", I32, "", "the step's index, warm-up steps included"),
         C("warmup", BOOL, "", "true for warm-up steps (kept to show warm-up effects, never counted)"),
         STEP_MS,

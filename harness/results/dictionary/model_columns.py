@@ -14,6 +14,7 @@ from harness.results.dictionary.columns import (
     CONFIG_ID,
     DEVICE,
     DTYPE,
+    GRAD_ACCUM,
     GRAD_BYTES,
     HOSTNAME,
     IMPL,
@@ -51,7 +52,7 @@ RECOMMENDATIONS = Table(
     (
         RUN_ID, IMPL,
         C("other_options", STR, "", "the strategy's options other than `bucket_cap_mb`, as JSON text"),
-        WORKLOAD, SIZE, BATCH_SIZE, DTYPE, OPTIMIZER, WORLD_SIZE, NNODES,
+        WORKLOAD, SIZE, BATCH_SIZE, GRAD_ACCUM, DTYPE, OPTIMIZER, WORLD_SIZE, NNODES,
         C("caps_mb", STR, MIB_UNIT, "the caps measured, a JSON list"),
         C("decision", STR, "", "`recommend` (the best cap beats the 25 MiB cap significantly and by at least 5 %, as `compare` judges, or every other cap when 25 was not measured; or 25 MiB itself, when it beats every other cap), `flat` (any of `equivalent_caps_mb`), or `too few repeats to tell` (docs/statistics.md); none at world size 1 or for `local`"),
         C("best_cap_mb", F64, MIB_UNIT, "the cap with the fastest step (of a point of several caps, `one_layout_caps_mb`, the cap that names it): per repeat the median step (the slowest rank per step; a point's, the geometric mean of its caps' medians in that launch), then the geometric mean over repeats"),
