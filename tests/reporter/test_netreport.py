@@ -123,6 +123,28 @@ def test_the_what_if_pages_network_table_sets_a_benched_2_byte_hook_beside_ddp_a
     assert "comm_hook" not in plain and len(re.findall(r"<th>", plain)) == len(heads) - 1
 
 
+def test_the_what_if_pages_network_table_names_the_strategies_it_leaves_unpriced():
+    """predict's console names the run's strategies its network table leaves out (no step model times naive's, a
+    strategy of your own's) since 453db528; the page's table left them out without a word. Its caption names them in
+    the console's words, and a CPU run's page of a run that benched naive says so."""
+    from harness.perfmodel.clusters.cluster import load
+    from harness.perfmodel.pick.communication import unpriced_words
+    from reports.pages.whatif import memory as wm
+    from reports.pages.whatif import page as whatif
+
+    group = pd.DataFrame({"world_size": [8], "nodes": [1], "bucket_cap_mb": [25.0], "size": ["small"],
+                          "grad_mb": [16.0], "comm_ms": [10.0], "last_allreduce_ms": [1.2],
+                          "zero_broadcast_ms": [6.0], "fsdp_gather_ms": [11.0], "fsdp_scatter_ms": [5.5]})  # fmt: skip
+    said = html.unescape(wm.communication_section(group, load("dgx-h100"), unpriced=["naive", "rsag"]))
+    words = unpriced_words(["naive", "rsag"])
+    assert f"Not in the table: {words.removeprefix('not in the table: ')}." in said
+    assert "not in the table" not in html.unescape(wm.communication_section(group, load("dgx-h100"))).lower()
+    run = Path(__file__).resolve().parent.parent / "data" / "cpu_run"  # a CPU run of naive beside stock
+    page = html.unescape(whatif.whatif_page(store.read_run_meta(run), store.read_configs(run),
+                                            model_tables.read_gradprofiles(run), load("dgx-h100")))  # fmt: skip
+    assert "Not in the table: naive, which no step model here times" in page
+
+
 def test_the_what_if_pages_fsdp_gathers_in_fp32_give_predicts_counted_bf16_bytes_beside_them():
     """The page said FSDP2's fp32 gathers 'param_dtype=bf16 would halve them' with no figure, while predict's console
     counts them from the model's sizes: the page says the same counted figures, as counted; where its rows lack the

@@ -262,14 +262,17 @@ def communicated(group: pd.DataFrame) -> pd.DataFrame:
 
 
 def communication_section(group: pd.DataFrame, cluster: Cluster, *, sized: bool = True, caveats: str = "",
-                          default: str = "", hooks: dict | None = None, counts=None) -> str:  # fmt: skip
+                          default: str = "", hooks: dict | None = None, counts=None,
+                          unpriced: list[str] = ()) -> str:  # fmt: skip
     """What the network costs a step on `cluster`, whatever computes it (the page of a CPU's profile, which ranks no
     step): per GPU count, DDP's all-reduces at each cap and the last of them, after backward; ZeRO-1's broadcasts,
     after its optimizer; FSDP2's gathers and reduce-scatters; of the model to train where its floors are in the
     rows (`full_size_mb`); `sized`: whether --size scaled the model (a file of yours: not); `caveats`: the node
     counts no published table checked, as the step answer says them; `default`: full_size.default_configuration's;
     `hooks`: the 2-byte compression hooks the run benched, by cap (compressed.benched_hooks), DDP's beside;
-    `counts`: the setup's rows as predict counts its memory, whose model sizes give FSDP2's bytes at bf16."""
+    `counts`: the setup's rows as predict counts its memory, whose model sizes give FSDP2's bytes at bf16;
+    `unpriced`: the run's strategies no step model prices (communication.unpriced), named under the table as the
+    console names them."""
     comm, first = communicated(group), group.iloc[0]
     profiled = size_words(esc(first["size"])) if sized else "the model's"
     counted = "counted on the meta device" + (f"; the full size is {not_yours(default)}" if default else "")
@@ -313,6 +316,8 @@ def communication_section(group: pd.DataFrame, cluster: Cluster, *, sized: bool 
                "as NCCL all-gathers carry them) follow its optimizer; FSDP2's gathers and reduce-scatters overlap "
                "its blocks' forward and backward. None of these is a step: the step, the strategy to book and the "
                "cap need the GPU's one-GPU step (the banner above).")  # fmt: skip
+    left_out = communication.unpriced_words(list(unpriced))  # a strategy of the run's missing without a word: said
+    caption += f" {left_out[0].upper()}{left_out[1:]}." if left_out else ""
     return said + table(heads, cells) + f"<p class=caption>{esc(caption)}</p>"
 
 

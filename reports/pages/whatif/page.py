@@ -17,6 +17,7 @@ from harness.perfmodel.clusters.nccl import ClusterLink
 from harness.perfmodel.measured import SETUP_DEFAULTS, ddp_own_cost_s
 from harness.perfmodel.own_check import OwnCheck
 from harness.perfmodel.pick import ranked
+from harness.perfmodel.pick.communication import unpriced
 from harness.perfmodel.pick.compressed import benched_hooks
 from harness.perfmodel.predict import (
     calibration_target,
@@ -215,12 +216,13 @@ def whatif_page(meta: dict, configs: pd.DataFrame, profiles: pd.DataFrame, clust
         default = full_size.default_configuration(meta, group["setup_workload"].iloc[0])  # hf:MODEL_TYPE's full
         at = group[group["world_size"].isin(worlds)]  # the tables' and the choice's GPU counts
         if not steps_known(meta, local_step_ms):  # a CPU's compute: what holds on any GPU, no step to rank by
+            workload = wm.setup_of(group).get("workload")
             sized = store.size_scales(meta, {"workload": group["setup_workload"].iloc[0]})  # a file of yours: never
             parts += [full_size.heading(setup, group, trained, default), asked,
                       wm.communication_section(at, cluster, sized=sized, counts=counted.get(setup, (None,))[0],
                                                caveats=wp.unchecked(cluster, at, fitted=False),  # a fit's reach
-                                               default=default, hooks=benched_hooks(configs, wm.setup_of(group).get(
-                                                   "workload"))),
+                                               default=default, hooks=benched_hooks(configs, workload),
+                                               unpriced=unpriced(configs, workload)),
                       figs.add(figures.communication_vs_gpus(wm.communicated(group), cluster=cluster.name, **marked),
                                CAPTIONS["whatif_communication"])]  # fmt: skip
             asked = ""
