@@ -126,6 +126,7 @@ PREDICT_EXAMPLES = """examples:
   ddpbench predict --run RUN --cluster dgx-h100 --local-step-ms 310 --local-step-gpu a100-sxm4-80gb  # another's
   ddpbench predict --run RUN --cluster dgx-a100,dgx-h100 --local-step-ms 420 --local-step-gpu a100-sxm4-80gb  # compared
   ddpbench predict --run RUN --cluster dgx-a100,dgx-h100 --local-step-ms dgx-a100=420,dgx-h100=250 --train-samples 6.4M
+  ddpbench predict --run RUN --cluster dgx-h100 --gpus 8,32 --local-step-ms 120 --train-samples 6.4M --gpu-hour-price 4
   ddpbench predict --cluster dgx-h200 --nodes 1,2,4 --sizes 1KiB:16GiB                 # NCCL's collectives
   ddpbench predict --nccl-tests node1.txt two-nodes.json --save-profile ours.toml      # fitted to your logs
   ddpbench predict --workload gpt2 --size small --busbw 90GB/s --latency 30us          # profiled here"""
@@ -239,17 +240,19 @@ def add_predict_parser(commands) -> None:
                          "then every booking (cluster × GPU count) compared: its pick, step, samples (tokens) a "
                          "second, GPU-hours, the fastest and the fewest GPU-hours (where the GPUs differ, under what "
                          "ratio of their hours' prices the fewest cost least)")  # fmt: skip
-    predict.add_argument("--gpu-hour-price", metavar="NAME=PRICE,…",
+    predict.add_argument("--gpu-hour-price", metavar="PRICE|NAME=PRICE,…",
                          help="with several --cluster: what a GPU-hour costs you on each (every one compared, in "
                          "your own currency, e.g. dgx-a100=1.8,dgx-h100=3.2): the bookings gain their cost a million "
                          "samples (a billion tokens) in those price units, and the cheapest is ranked by it instead "
-                         "of the fewest GPU-hours")  # fmt: skip
+                         "of the fewest GPU-hours; with one --cluster and --train-samples, its price alone (3.9): "
+                         "the whole run's cost at each GPU count")  # fmt: skip
     predict.add_argument("--train-samples", metavar="N",
-                         help="with several --cluster: the samples your whole training run takes (100,000 steps "
-                         "at a global batch of 64: 6.4M; K, M, B a billion): each booking gains the hours that run "
-                         "takes on it (its steps there × its step, a range where the step is one) and, with "
-                         "--gpu-hour-price, what it costs (price × GPUs × hours), and the fastest is set against "
-                         "the cheapest: the hours it saves, what it costs more")  # fmt: skip
+                         help="with --cluster: the samples your whole training run takes (100,000 steps at a global "
+                         "batch of 64: 6.4M; K, M, B a billion): each booking (a cluster × a GPU count) gains the "
+                         "hours that run takes on it (its steps there × its step, a range where the step is one), "
+                         "its GPU-hours (one cluster) and, with --gpu-hour-price, what it costs (price × GPUs × "
+                         "hours), and the fastest is set against the cheapest: the hours it saves, what it costs "
+                         "more")  # fmt: skip
     predict.add_argument("--nccl-tests", nargs="+", metavar="FILE",
                          help="nccl-tests logs (text or -J JSON), or `ddpbench collectives` run folders, to fit the "
                          "profile's bandwidths to (the profile: --cluster, else the built-in of the logs' GPU); the "

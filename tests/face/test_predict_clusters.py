@@ -484,12 +484,37 @@ def test_without_a_step_the_clusters_estimates_are_one_command_that_compares_the
          "--gpu-hour-price 'dgx-a100=1.8,dgx-h100=$3': '$3' is not a price, a number above 0"),
         ("dgx-a100,dgx-h100", "dgx-a100=1.8", "--gpu-hour-price 'dgx-a100=1.8' has no price for dgx-h100; give "),
         ("dgx-a100,dgx-h100", "dgx-a100", "--gpu-hour-price 'dgx-a100': 'dgx-a100' is not NAME=PRICE; give NAME=PRICE"),
-        ("dgx-a100", "dgx-a100=1.8", "--gpu-hour-price 'dgx-a100=1.8' with one cluster, 'dgx-a100': prices rank the "
-         "bookings of several; give several"),
+        ("dgx-a100", "1.8", "--gpu-hour-price '1.8' with one cluster, 'dgx-a100': the price costs its whole run; "
+         "give the run's samples too, --train-samples N, e.g. 6.4M"),
     ],
 )  # fmt: skip
 def test_a_bad_price_is_refused_in_one_line(tmp_path, capsys, cluster, prices, error):
     _refused_in_one_line(tmp_path, capsys, cluster, ["--gpu-hour-price", prices], error)
+
+
+@pytest.mark.parametrize(
+    ("cluster", "prices", "error"),
+    [
+        ("dgx-a100", "$3", "--gpu-hour-price '$3': '$3' is not a price, a number above 0; give what a GPU-hour of "
+         "dgx-a100 costs you, a number (3.9) or dgx-a100=PRICE"),
+        ("dgx-a100", "dgx-h100=1.8", "--gpu-hour-price 'dgx-h100=1.8': 'dgx-h100' is not a cluster compared"),
+        ("dgx-a100,dgx-a100", "0", "--gpu-hour-price '0': '0' is not a price, a number above 0"),
+    ],
+)  # fmt: skip
+def test_one_clusters_bad_price_for_its_run_is_refused_in_one_line(tmp_path, capsys, cluster, prices, error):
+    _refused_in_one_line(tmp_path, capsys, cluster, ["--train-samples", "6.4M", "--gpu-hour-price", prices], error)
+
+
+def test_a_run_or_a_price_without_a_cluster_is_refused_in_one_line(tmp_path, capsys):
+    """The run's own network books nothing to time a whole run on: refused, naming what is."""
+    shutil.copytree(DATA / "cpu_run", tmp_path / "cpu_run")
+    assert cli.main(["predict", "--run", "cpu_run", "--results", str(tmp_path), "--train-samples", "6.4M",
+                     "--gpu-hour-price", "3.9"]) == 2  # fmt: skip
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.count("\n") == 1
+    assert "--train-samples and --gpu-hour-price without --cluster: the whole run is timed and priced on a " in (
+        captured.err
+    )
 
 
 def _refused_in_one_line(tmp_path, capsys, cluster: str, flags: list[str], error: str) -> None:
@@ -663,9 +688,7 @@ def test_a_whole_run_is_timed_and_costed_on_each_booking_and_the_fastest_set_aga
         ("dgx-a100,dgx-h100", "6.4X", "--train-samples '6.4X' is not a count above 0; give a number, with K, M, B"),
         ("dgx-a100,dgx-h100", "0", "--train-samples '0' is not a count above 0"),
         ("dgx-a100,dgx-h100", "1e999", "--train-samples '1e999' is not a count above 0"),
-        ("dgx-a100", "6.4M", "--train-samples '6.4M' with one cluster, 'dgx-a100': the whole run is timed on the "
-         "bookings of several"),
-        ("dgx-a100,dgx-a100", "6.4M", "--train-samples '6.4M' with one cluster, 'dgx-a100'"),
+        ("dgx-a100", "0", "--train-samples '0' is not a count above 0"),
     ],
 )  # fmt: skip
 def test_a_bad_run_length_is_refused_in_one_line(tmp_path, capsys, cluster, samples, error):
@@ -677,3 +700,47 @@ def _rate(text: str) -> float:
     digits, so a figure set against it holds to 5e-3)."""
     scale = {"K": 1e3, "M": 1e6, "B": 1e9}.get(text[-1:], 1.0)
     return float(text.rstrip("KMB").replace(",", "")) * scale
+
+
+def test_one_cluster_times_and_prices_the_whole_run_at_each_gpu_count(small_run, capsys):
+    """A budget holder who had chosen dgx-h100 asked what 6.4M samples take at 8, 16 and 32 of its GPUs, and cost:
+    refused ('the whole run is timed on the bookings of several; give several'). One cluster's answer now has the run's
+    own table, at a plain price, each figure from its booking's step, what they count under it and the fastest set
+    against the cheapest."""
+    assert cli.main(["predict", "--run", small_run.name, "--results", str(small_run.parent), "--cluster", "dgx-h100",
+                     "--gpus", "8,16,32", "--local-step-ms", "120", "--train-samples", "6.4M", "--gpu-hour-price",
+                     "3.9"]) == 0  # fmt: skip
+    lines = capsys.readouterr().out.splitlines()
+    at = next(k for k, line in enumerate(lines) if line.startswith("ddpbench predict: the run of 6.4M samples on "))
+    assert lines[at].startswith("ddpbench predict: the run of 6.4M samples on dgx-h100, per GPU count (what its")
+    assert any(line.startswith("ddpbench predict: the answer on dgx-h100, ") for line in lines[:at])  # under it
+    assert re.split(r"\s{2,}", lines[at + 1].strip()) == ["GPUs", "nodes", "book", "step ms", "run h", "run GPU-h",
+                                                          "run cost"]  # fmt: skip
+    rows = [re.split(r"\s{2,}", line.strip()) for line in lines[at + 2 : at + 5]]
+    legend = lines[at + 5]
+    assert legend.startswith("  run: 6.4M samples (--train-samples), ") and "run cost: your GPU-hour price" in legend
+    a_step = int(re.search(r"steps at ([\d,]+) samples a step", legend)[1].replace(",", "")) // 8  # at 8 GPUs
+
+    def ends(cell: str) -> list[float]:
+        return [float(v.replace(",", "")) for v in cell.lstrip("≥").split("–")]
+
+    for row in rows:
+        gpus, steps = int(row[0]), ends(row[3])
+        hours = [6.4e6 / (gpus * a_step) * ms / 1e3 / 3600 for ms in steps]  # the run's steps × its step, each end
+        assert ends(row[4]) == pytest.approx(hours, rel=5e-3)
+        assert ends(row[5]) == pytest.approx([h * gpus for h in hours], rel=5e-3)
+        assert ends(row[6]) == pytest.approx([3.9 * h * gpus for h in hours], rel=5e-3)
+    assert [row[0] for row in rows] == ["8", "16", "32"]
+    assert lines[at + 6].startswith("ddpbench predict: the run of 6.4M samples: fastest dgx-h100 × ")
+
+
+def test_one_clusters_run_and_price_without_a_step_are_said_unused(capsys):
+    """Without a GPU's step (a CPU run, no --local-step-ms) one cluster has no booking to time or price: said, not
+    dropped silently, as several clusters' are."""
+    from harness.commands.console.predict.steps import no_step
+
+    no_step(["dgx-h100"], optimizer="sgd", share=0.1, priced=True, timed=True)
+    assert capsys.readouterr().out.splitlines()[-1] == (
+        "ddpbench predict: --gpu-hour-price and --train-samples not used: no run is timed or priced without a GPU's "
+        "step (--local-step-ms MS, the one-GPU step, gives them)"
+    )

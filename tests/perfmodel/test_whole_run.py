@@ -67,3 +67,22 @@ def test_a_rate_that_rounds_up_to_the_next_suffix_takes_it():
     from harness.results.values import rate_text
 
     assert [rate_text(v) for v in (999_950, 999.96, 2.5e12)] == ["1M", "1K", "2,500B"]
+
+
+def test_the_fastest_within_the_cheapests_tie_pays_no_premium():
+    """One cluster at 8, 16 and 32 GPUs, its step the same at each: the run's GPU-hours and cost alike at every count.
+    The fastest (32) is then among the cheapest (tied): it read 'cheapest dgx-h100 × 8 GPUs, 3.33 h for 104: the
+    fastest saves 2.5 h for 0 more (+0%)', a premium of nothing set against a first of a tie."""
+    from harness.perfmodel.clusters.whole_run import premium_words
+
+    def booked(gpus: int, step_ms: float, batch: int = 8) -> Booking:
+        return Booking("dgx-h100", gpus // 8, gpus, "DDP at 25 MiB", (), "", (step_ms,), False,
+                       (gpus * batch / (step_ms / 1e3),), (step_ms * 1e3 / 3600 / batch,), batch=batch)  # fmt: skip
+
+    alike = [booked(8, 120.0), booked(16, 120.0), booked(32, 120.0)]
+    said = premium_words(alike, of_bookings(alike, 6.4e6, {"dgx-h100": 3.9}), 6.4e6, {"dgx-h100": 3.9})
+    assert said == "the run of 6.4M samples: fastest dgx-h100 × 32 GPUs, 0.833 h for 104, also the cheapest (tied)"
+    dearer = [booked(8, 120.0), booked(32, 150.0)]  # 32 GPUs: 25 % more GPU-hours, past the tie's 4 %
+    said = premium_words(dearer, of_bookings(dearer, 6.4e6), 6.4e6, None)
+    assert said.endswith("fewest GPU-hours dgx-h100 × 8 GPUs, 3.33 h for 26.7 GPU-h: the fastest saves 2.29 h for "
+                         "6.67 GPU-h more (+25%)")  # fmt: skip

@@ -34,8 +34,7 @@ def cluster_names(args: argparse.Namespace) -> list[str | None]:
     args.train_samples_count = _train_samples(args)
     if args.cluster is None or "," not in args.cluster:  # one: loaded, and refused, after the run (command.run)
         predict_input.check_cluster_file(args.cluster)
-        _refuse_a_price_without_bookings(priced, [args.cluster] if args.cluster else [])
-        _refuse_a_run_without_bookings(args, [args.cluster] if args.cluster else [])
+        _one_clusters_run(args, priced, [args.cluster] if args.cluster else [])
         _one_clusters_nodes(args, [args.cluster] if args.cluster else [])
         _one_clusters_values(args, args.cluster)
         return [args.cluster]
@@ -48,8 +47,7 @@ def cluster_names(args: argparse.Namespace) -> list[str | None]:
     if len(kept) == 1:  # one cluster named twice: one cluster's prediction, its flags as one's
         predict_input.check_cluster_file(kept[0])
         profiles.load(kept[0])  # refused here, before the note that it is named twice
-        _refuse_a_price_without_bookings(priced, kept)
-        _refuse_a_run_without_bookings(args, kept)
+        _one_clusters_run(args, priced, kept)
         _one_clusters_nodes(args, kept)
         _one_clusters_values(args, kept[0])
         args.cluster = kept[0]
@@ -151,11 +149,34 @@ def _with_nodes_of(args: argparse.Namespace, name: str) -> argparse.Namespace:
     return asked
 
 
-def _refuse_a_price_without_bookings(priced: str | None, clusters: list) -> None:
-    if priced is not None:
-        one = f"with one cluster, {clusters[0]!r}" if clusters else "without --cluster"
-        raise ConfigError(f"--gpu-hour-price {priced!r} {one}: prices rank the bookings of several; give several, "
-                          "--cluster dgx-a100,dgx-h100 (or leave the prices out)")  # fmt: skip
+def _one_clusters_run(args: argparse.Namespace, priced: str | None, clusters: list) -> None:
+    """--train-samples and --gpu-hour-price with one cluster (or none): its whole run timed at each GPU count, and at
+    the price given, a plain one (3.9) or NAME=PRICE naming it, costed (`args.one_cluster_price`, keyed by its profile's
+    name where predicted); refused in one line without --cluster (the run's own network books nothing) and for a price
+    without the run it prices."""
+    args.one_cluster_price = None
+    given = [flag for flag, value in (("--train-samples", getattr(args, "train_samples", None)),
+                                      ("--gpu-hour-price", priced)) if value is not None]  # fmt: skip
+    if given and not clusters:
+        raise ConfigError(f"{' and '.join(given)} without --cluster: the whole run is timed and priced on a cluster's "
+                          "bookings; give one, --cluster dgx-h100 (or several to compare), or leave "
+                          f"{'them' if len(given) > 1 else 'it'} out")  # fmt: skip
+    if priced is None:
+        return
+    if args.train_samples_count is None:
+        raise ConfigError(f"--gpu-hour-price {priced!r} with one cluster, {clusters[0]!r}: the price costs its whole "
+                          f"run; give the run's samples too, --train-samples N, e.g. {TRAIN_EXAMPLE}, or leave the "
+                          "price out")  # fmt: skip
+    form = f"give what a GPU-hour of {clusters[0]} costs you, a number (3.9) or {clusters[0]}=PRICE"
+    if "=" not in priced:
+        args.one_cluster_price = _price(priced, priced, form)
+        return
+    from harness.perfmodel.clusters import cluster as profiles
+
+    named = {clusters[0]: profiles.load(clusters[0]).name}  # NAME: as --cluster gives it, or its profile's name
+    args.one_cluster_price = each_cluster.named_values(priced, named, flag="--gpu-hour-price", value="PRICE",
+                                                       form=form, parse=lambda figure: _price(priced, figure, form),
+                                                       noun="price")[clusters[0]]  # fmt: skip
 
 
 def _train_samples(args: argparse.Namespace) -> float | None:
@@ -169,32 +190,25 @@ def _train_samples(args: argparse.Namespace) -> float | None:
 TRAIN_EXAMPLE = "6.4M (100,000 steps at a global batch of 64)"
 
 
-def _refuse_a_run_without_bookings(args: argparse.Namespace, clusters: list) -> None:
-    if getattr(args, "train_samples", None) is not None:
-        one = f"with one cluster, {clusters[0]!r}" if clusters else "without --cluster"
-        raise ConfigError(f"--train-samples {args.train_samples!r} {one}: the whole run is timed on the bookings of "
-                          "several; give several, --cluster dgx-a100,dgx-h100 (or leave it out)")  # fmt: skip
-
-
 def gpu_hour_prices(text: str, clusters: dict[str, str]) -> dict[str, float]:
     """--gpu-hour-price NAME=PRICE,…: a GPU-hour's price on each cluster of `clusters` ({as --cluster names it: its
     profile's name}; a price may name either), keyed by the profile's name; refused in one line where a name is not
     one compared, a price not a number above 0, a cluster compared left without one (each_cluster.named_values)."""
     form = f"give NAME=PRICE a GPU-hour for each cluster compared, comma-separated ({', '.join(clusters)})"
-
-    def price(figure: str) -> float:
-        try:
-            value = float(figure)
-        except ValueError:
-            value = float("nan")
-        if not (math.isfinite(value) and value > 0):
-            raise ConfigError(f"--gpu-hour-price {text!r}: {figure!r} is not a price, a number above 0; {form}")
-        return value
-
-    prices = each_cluster.named_values(
-        text, clusters, flag="--gpu-hour-price", value="PRICE", form=form, parse=price, noun="price"
-    )
+    prices = each_cluster.named_values(text, clusters, flag="--gpu-hour-price", value="PRICE", form=form,
+                                       parse=lambda figure: _price(text, figure, form), noun="price")  # fmt: skip
     return {clusters[given]: value for given, value in prices.items()}
+
+
+def _price(text: str, figure: str, form: str) -> float:
+    """`figure` of --gpu-hour-price `text` as a price, refused in one line where it is not a number above 0."""
+    try:
+        value = float(figure)
+    except ValueError:
+        value = float("nan")
+    if not (math.isfinite(value) and value > 0):
+        raise ConfigError(f"--gpu-hour-price {text!r}: {figure!r} is not a price, a number above 0; {form}")
+    return value
 
 
 def _refuse_one_step_for_several_gpus(args: argparse.Namespace, loaded: list) -> None:
@@ -275,6 +289,12 @@ def predict_each(args: argparse.Namespace, first, profile, caps: list[float], *,
                 console.say(f"ddpbench predict: each cluster's answer and 'Why' that these lines point to, with the "
                             f"prediction under it ({left} lines: its busbw checked, memory per rank, the step per "
                             "bucket cap), printed with --detail")  # fmt: skip
+        elif args.train_samples_count and scaling.steps_known(args, device):  # one cluster's run, under its answer
+            from harness.commands.console.predict import bookings
+
+            price = getattr(args, "one_cluster_price", None)
+            bookings.one_cluster_run(booked, samples=args.train_samples_count, ends=ends,
+                                     prices=None if price is None else {chosen.name: price})  # fmt: skip
         elif several:  # no step: why no booking, once for every cluster
             from harness.commands.console.predict import steps
 

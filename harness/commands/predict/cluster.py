@@ -306,7 +306,10 @@ def run_steps(args: argparse.Namespace, chosen, profile, caps: list[float], *, d
         left_out = unpriced(configs, given.get("workload"))  # the run's strategies no step model prices: named
         args.optimizer_share = steps.collectives_answer(chosen, rows, trained=trained is not None, profile=profile,
                                                         optimizer=(setup or {}).get("optimizer") or "sgd",
-                                                        alone=alone, hooks=hooks, unpriced=left_out)  # fmt: skip
+                                                        alone=alone, hooks=hooks, unpriced=left_out,
+                                                        timed=bool(getattr(args, "train_samples_count", None)),
+                                                        priced=getattr(args, "one_cluster_price", None) is not None,
+                                                        )  # fmt: skip
         full_size.fsdp_bf16_what_if(setup, configs, trained)  # FSDP2's gathers above at fp32: their bytes at bf16
         estimate.say_step_estimate(args, configs, setup, chosen, trained, profile)  # a runnable step, an estimate
         return out

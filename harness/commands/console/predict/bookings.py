@@ -3,7 +3,8 @@ cluster's answer books, its step, the samples (tokens) a second, the GPU-hours i
 a GPU-hour, what it costs (and, where one booking's differs from another's, the samples a step of all its GPUs
 together: 16 GPUs at 2 a GPU run another step than 8 do), as a table, then one line: the fastest booking and the one
 of fewest GPU-hours (with prices, the cheapest), decided or open, and what step decides them
-(perfmodel.clusters.bookings)."""
+(perfmodel.clusters.bookings). One cluster's bookings with --train-samples: the whole run's hours, GPU-hours and cost
+at each GPU count, under its answer (`one_cluster_run`)."""
 
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ from harness.perfmodel.clusters.bookings import (
     fewest_gpu_hours,
     turns,
 )
+from harness.perfmodel.clusters.whole_run import counted, span
 from harness.perfmodel.pick.bounds import CPU, LONG, OWN_COST_OF, SHORT, end_words, own_cost_open
 from harness.perfmodel.pick.choice_table import cost_unit
 from harness.results.values import ms_text, rate_text
@@ -40,12 +42,13 @@ def compared(bookings: list[Booking], *, tokens: bool, ends: tuple[str, str] | N
              far_below_peak: bool = False, samples: float | None = None) -> str:  # fmt: skip
     """Say the table, `note` under it, and the verdict line; the verdict returned. `samples`: the whole run's
     (--train-samples), timed (and at `prices`, costed) on each booking in its own columns, in place of the cost a
-    million samples, and the fastest set against the cheapest in the verdict (`run_words`). `ends`: the two ends' names
-    (compute-bound, memory-bound) where a step is bounded on some cluster, None where every step is a cluster's own
-    GPU's; `note`: what the throughput and GPU-hours rest on (answer.run_batch_caveat); `prices`: a GPU-hour's price
-    on each cluster (--gpu-hour-price), a cost column and the cheapest ranked by it; `gpus`: each cluster's
-    profile description, whose GPU a break-even price ratio names where there are no prices; `far_below_peak`: the
-    step given is far below its GPU's peak (scaling.LOW_SHARE), so a range of it bounds it only as it assumes."""
+    million samples, and the fastest set against the cheapest in the verdict (whole_run.premium_words). `ends`: the
+    two ends' names (compute-bound, memory-bound) where a step is bounded on some cluster, None where every step is
+    a cluster's own GPU's; `note`: what the throughput and GPU-hours rest on (answer.run_batch_caveat); `prices`: a
+    GPU-hour's price on each cluster (--gpu-hour-price), a cost column and the cheapest ranked by it; `gpus`: each
+    cluster's profile description, whose GPU a break-even price ratio names where there are no prices;
+    `far_below_peak`: the step given is far below its GPU's peak (scaling.LOW_SHARE), so a range of it bounds it only
+    as it assumes."""
     unit = "tokens" if tokens else "samples"
     peaks = any(b.peak_gib for b in bookings)  # memory counted: what a GPU holds, beside its step
     bound = any(b.comm_share == b.comm_share for b in bookings if b.fits)  # the picks' exposed communication known
@@ -59,27 +62,61 @@ def compared(bookings: list[Booking], *, tokens: bool, ends: tuple[str, str] | N
     table = [header, *((*_cells(b, None if samples else prices, ends, peaks=peaks, bound=bound),
                         *(_run_cells(runs.get(id(b)), b.at_least, prices=bool(prices)) if samples else ()),
                         *([f"{b.gpus * b.batch:,}"] if unlike else [])) for b in bookings)]  # fmt: skip
-    widths = [max(len(row[k]) for row in table) for k in range(len(header))]
-    right = [k for k, name in enumerate(header) if name not in TEXT]
     ranged = _ranged_words(bookings, ends)
     floored = "; ≥: at least, a full-size floor under the step (≤: at most)" * any(b.at_least for b in bookings)
     say(f"ddpbench predict: the bookings compared (the fastest each cluster's answer below books{ranged}{floored}):")
-    for row in table:
-        cells = [cell.rjust(width) if k in right else cell.ljust(width) for k, (cell, width) in
-                 enumerate(zip(row, widths, strict=False))]  # fmt: skip
-        say("  " + "  ".join(cells).rstrip())
+    _say_table(table)
     if note:  # said once: where an answer table above said it already, not again
         say_once(f"  {note}")
     if samples:
-        say(f"  {run_legend(list(runs.values()), samples, priced=bool(prices))}")
+        say(f"  {whole_run.legend(list(runs.values()), samples, priced=bool(prices))}")
     if contrast := caps_contrast(bookings):
         say(f"  {contrast}")
     verdict = verdict_words(bookings, tokens=tokens, ends=ends, prices=prices, gpus=gpus,
                             far_below_peak=far_below_peak)  # fmt: skip
-    if samples and (said := run_words(bookings, list(runs.values()), samples, prices)):
+    if samples and (said := whole_run.premium_words(bookings, list(runs.values()), samples, prices)):
         verdict += f"; {said}"
     say(f"ddpbench predict: {verdict}")
     return verdict
+
+
+def one_cluster_run(bookings: list[Booking], *, samples: float, ends: tuple[str, str] | None,
+                    prices: dict[str, float] | None = None) -> None:  # fmt: skip
+    """One cluster's whole run (--train-samples) at each GPU count asked, under its answer: what the answer books, its
+    step, the run's hours, GPU-hours and, at `prices` (its one price, keyed by its name), cost, each a range where the
+    step is one and `≥` where a full-size floor ranks it; what they count under it; then the fastest GPU count set
+    against the cheapest (the fewest GPU-hours without a price). A user who chose the cluster asked for these; only
+    several clusters' bookings had them."""
+    runs = {id(run.booking): run for run in whole_run.of_bookings(bookings, samples, prices)}
+    header = ("GPUs", "nodes", "book", "step ms", "run h", "run GPU-h", *(("run cost",) if prices else ()))
+    table = [header]
+    for b in bookings:
+        run, mark = runs.get(id(b)), "≥" * b.at_least
+        if run is None:  # nothing fits there: no run to time
+            table.append((str(b.gpus), str(b.nodes), "none modelled fits", *([""] * (len(header) - 3))))
+            continue
+        figures = (run.hours, run.gpu_hours, *((run.cost,) if prices else ()))
+        table.append((str(b.gpus), str(b.nodes), _book_text(b, ends), mark + span(b.step_ms, lambda v: f"{v:.4g}"),
+                      *(mark + span(values) for values in figures)))  # fmt: skip
+    ranged = _ranged_words(bookings, ends)
+    floored = "; ≥: at least, a full-size floor under the step" * any(b.at_least for b in bookings)
+    cluster = bookings[0].cluster if bookings else ""
+    say(f"ddpbench predict: the run of {whole_run.amount_text(samples)} samples on {cluster}, per GPU count (what "
+        f"its answer books{ranged}{floored}):")  # fmt: skip
+    _say_table(table)
+    say(f"  {whole_run.legend(list(runs.values()), samples, priced=bool(prices))}")
+    if said := whole_run.premium_words(bookings, list(runs.values()), samples, prices):
+        say(f"ddpbench predict: {said}")
+
+
+def _say_table(table: list[tuple[str, ...]]) -> None:
+    """The header and rows, the words (TEXT) aligned left, the figures right."""
+    widths = [max(len(row[k]) for row in table) for k in range(len(table[0]))]
+    right = [k for k, name in enumerate(table[0]) if name not in TEXT]
+    for row in table:
+        cells = [cell.rjust(width) if k in right else cell.ljust(width) for k, (cell, width) in
+                 enumerate(zip(row, widths, strict=False))]  # fmt: skip
+        say("  " + "  ".join(cells).rstrip())
 
 
 OUTLAST = 1.5
@@ -145,15 +182,20 @@ def _cells(b: Booking, prices: dict[str, float] | None, ends: tuple[str, str] | 
     if not b.fits:
         blank = 3 + peaks + bound + bool(prices)
         return (b.cluster, str(b.gpus), str(b.nodes), "none modelled fits", *([""] * blank))
-    book = _ends_book(book_cell(b.book), book_cell(b.other_end)) if b.other_end else book_cell(b.book)
-    book += f" (or {_tied_words(b, ends)})" if b.tied else ""
+    book = _book_text(b, ends)
     mark = "≥" if b.at_least else ""
-    cost = (mark + _span(tuple(prices[b.cluster] * h for h in b.gpu_hours), _counted),) if prices else ()
+    cost = (mark + span(tuple(prices[b.cluster] * h for h in b.gpu_hours), counted),) if prices else ()
     of = f" of {b.capacity_gib:.3g}" if b.capacity_gib and b.peak_gib else ""
     peak = (" / ".join(f"{gib:.3g}" for gib in b.peak_gib) + of,) if peaks else ()
-    return (b.cluster, str(b.gpus), str(b.nodes), book, mark + _span(b.step_ms, lambda v: f"{v:.4g}"), *peak,
-            *((bound_cell(b),) if bound else ()), ("≤" if b.at_least else "") + _span(b.per_s, rate_text),
-            mark + _span(b.gpu_hours, _counted), *cost)  # fmt: skip
+    return (b.cluster, str(b.gpus), str(b.nodes), book, mark + span(b.step_ms, lambda v: f"{v:.4g}"), *peak,
+            *((bound_cell(b),) if bound else ()), ("≤" if b.at_least else "") + span(b.per_s, rate_text),
+            mark + span(b.gpu_hours, counted), *cost)  # fmt: skip
+
+
+def _book_text(b: Booking, ends: tuple[str, str] | None) -> str:
+    """What a booking books, each end's where they differ, and what it ties with."""
+    book = _ends_book(book_cell(b.book), book_cell(b.other_end)) if b.other_end else book_cell(b.book)
+    return book + (f" (or {_tied_words(b, ends)})" if b.tied else "")
 
 
 def _run_cells(run: whole_run.WholeRun | None, at_least: bool, *, prices: bool) -> tuple[str, ...]:
@@ -161,64 +203,7 @@ def _run_cells(run: whole_run.WholeRun | None, at_least: bool, *, prices: bool) 
     if run is None:
         return ("", "") if prices else ("",)
     mark = "≥" if at_least else ""
-    return mark + _span(run.hours, _counted), *((mark + _span(run.cost, _counted),) if prices else ())
-
-
-def run_legend(runs: list[whole_run.WholeRun], samples: float, *, priced: bool) -> str:
-    """'run: 6.4M samples (--train-samples), 400,000 steps at 16 samples a step, 100,000 at 64; run h: those steps ×
-    the step; run cost: your GPU-hour price × GPUs × run h': what the run's columns count, and from what."""
-    steps = dict(sorted({run.booking.gpus * run.booking.batch: run.steps for run in runs}.items()))
-    each = ", ".join(f"{_counted(n)} {'steps ' if k == 0 else ''}at {size:,}{' samples a step' if k == 0 else ''}"
-                     for k, (size, n) in enumerate(steps.items()))  # fmt: skip
-    cost = "; run cost: your GPU-hour price × GPUs × run h" if priced else ""
-    return (
-        f"run: {amount_text(samples)} samples (--train-samples), {each}; run h: those steps × the step (the steps "
-        f"alone: no start-up, checkpoints or evaluation), as sure as it{cost}"
-    )
-
-
-def run_words(bookings: list[Booking], runs: list[whole_run.WholeRun], samples: float,
-              prices: dict[str, float] | None) -> str:  # fmt: skip
-    """'the run of 6.4M samples: fastest dgx-h100 × 32 GPUs, ≥0.168 h for ≥20.9; cheapest dgx-h100 × 8 GPUs, ≥0.58
-    h for ≥18.1: the fastest saves ≥0.41 h for ≥2.8 more (+15%)': the run's figures of the fastest and the cheapest
-    (the fewest GPU-hours without prices, its extra in GPU-hours), each where its ranking is decided; '' where the
-    fastest is open."""
-    by_id = {id(run.booking): run for run in runs}
-    second = cheapest(bookings, prices) if prices else fewest_gpu_hours(bookings)
-    ranked = [(fastest(bookings), lambda run: run.hours[0]), (second, lambda run: (run.cost or run.gpu_hours)[0])]
-    known = [r.decided and bool(r.best) and all(id(b) in by_id for b in r.best) for r, _ in ranked]
-    if not known[0]:
-        return ""
-    fast, cheap = (min((by_id[id(b)] for b in r.best), key=key) if ok else None
-                   for (r, key), ok in zip(ranked, known, strict=True))  # fmt: skip
-    unit, least = ("", "cheapest") if prices else (" GPU-h", "fewest GPU-hours")
-
-    def figures(run: whole_run.WholeRun) -> str:
-        mark = "≥" if run.booking.at_least else ""
-        spent = f"{mark}{_span(run.cost, _counted)}" if prices else f"{mark}{_span(run.gpu_hours, _counted)} GPU-h"
-        return f"{_named([run.booking])}, {mark}{_span(run.hours, _counted)} h for {spent}"
-
-    said = f"the run of {amount_text(samples)} samples: fastest {figures(fast)}"
-    if cheap is None:
-        return f"{said}; the {least} open (above): each booking's run is in the table"
-    if fast is cheap:
-        return f"{said}, also the {least}"
-    more = whole_run.premium(fast, cheap)
-    share = "–".join(dict.fromkeys(f"{v:+.0%}" for v in more.extra_share))
-    floored = fast.booking.at_least or cheap.booking.at_least  # floors' difference: neither a floor nor a ceiling
-    floors = " (at the full size's floors: the difference is no bound either way)" if floored else ""
-    return (
-        f"{said}; {least} {figures(cheap)}: the fastest saves "
-        f"{_span(more.hours_saved, _counted)} h for {_span(more.extra, _counted)}{unit} more ({share}){floors}"
-    )
-
-
-def amount_text(value: float) -> str:
-    """'6.4M', '2B', '51,200': a count as typed, with a decimal suffix where it is a round one."""
-    for suffix, size in (("T", 1e12), ("B", 1e9), ("M", 1e6), ("K", 1e3)):
-        if value >= size and (value / size) == round(value / size, 3):
-            return f"{value / size:g}{suffix}"
-    return f"{value:,.0f}"
+    return mark + span(run.hours, counted), *((mark + span(run.cost, counted),) if prices else ())
 
 
 def bound_cell(b: Booking) -> str:
@@ -248,16 +233,6 @@ def _tied_words(b: Booking, ends: tuple[str, str] | None) -> str:
     said += [f"{', '.join(only)} {'too' if said else 'tied'} at the {name} end"
              for only, name in zip(b.tied_at_one_end, ends or (), strict=False) if only]  # fmt: skip
     return "; ".join(said)
-
-
-def _counted(value: float) -> str:
-    """A figure read by eye: three digits, no exponent ('0.287', '17.4', '2,437')."""
-    return f"{value:.3g}" if value < 100 else f"{value:,.0f}"
-
-
-def _span(values: tuple[float, ...], text) -> str:
-    """'122.2–255.6': the least to the most, where the ends differ."""
-    return "–".join(dict.fromkeys(text(v) for v in sorted(values)))
 
 
 def verdict_words(bookings: list[Booking], *, tokens: bool, ends: tuple[str, str] | None,

@@ -34,10 +34,15 @@ def say_step_estimate(args, configs, setup: dict | None, chosen, trained: dict |
     if isinstance(estimates, dict):  # several clusters: their comparison's command, once each one's step is known
         estimates[chosen.name] = step_ms
     folder = predict_input.resolve(args.run, args.results_dir)  # the run's folder: a command that runs from anywhere
+    # one cluster's whole run, as asked (several: their comparison's command says it, say_estimates_compared)
+    asked = (("--train-samples", getattr(args, "train_samples", None)),
+             ("--gpu-hour-price", getattr(args, "gpu_hour_price", None)))  # fmt: skip
+    one = len(getattr(args, "clusters", [])) == 1
+    run = "".join(f" {flag} {shlex.quote(given)}" for flag, given in asked if given and one)
     # the profile as given: a .toml's name alone is no built-in, and its command was refused ("neither a built-in…")
     console.say(f"ddpbench predict: {said}: {ddpbench_command()} predict --run {shlex.quote(str(folder))} "
                 f"--cluster {shlex.quote(args.cluster or chosen.name)}{_asked_flags(args, trained)} "
-                f"--local-step-ms {step_ms:g}")  # fmt: skip
+                f"--local-step-ms {step_ms:g}{run}")  # fmt: skip
 
 
 def say_estimates_compared(args, estimates: dict[str, float]) -> None:

@@ -164,6 +164,8 @@ def collectives_answer(
     alone: bool = True,
     hooks=None,
     unpriced: list[str] = (),
+    priced: bool = False,
+    timed: bool = False,
 ) -> float:
     """Where the compute is a CPU's (scaling.steps_known): per GPU count, the ms each strategy's collectives take a step
     on the cluster's network, whatever the GPU computes (communication.communicated, the what-if page's table): the full
@@ -171,7 +173,8 @@ def collectives_answer(
     why no step, strategy or cap is named (the page's banner) and what gives them, unless several clusters are
     (`alone` False: said once for them all, first, `no_step`); DDP's under the 2-byte hooks the run benched (`hooks`:
     compressed.benched_hooks) at the caps it benched them at; the run's strategies none of them prices (`unpriced`:
-    communication.unpriced) named under it, with why. The optimizer's share of the step returned."""
+    communication.unpriced) named under it, with why; `priced`, `timed`: one cluster's --gpu-hour-price and
+    --train-samples, unused without a step (no_step says so). The optimizer's share of the step returned."""
     import pandas as pd
 
     from harness.perfmodel.memory import mib_text
@@ -211,7 +214,7 @@ def collectives_answer(
         say(f"  {left_out}")
     share = profile.optimizer_s / (profile.local_step_s or 1.0)
     if alone:  # several clusters: said once, first, for all (no_step)
-        no_step([cluster.name], optimizer=optimizer, share=share)
+        no_step([cluster.name], optimizer=optimizer, share=share, priced=priced, timed=timed)
     return share
 
 
@@ -229,5 +232,6 @@ def no_step(clusters: list[str], *, optimizer: str, share: float, priced: bool =
         f"takes {share:.1%} of the step, a GPU's another share; --local-step-ms MS, {given}")  # fmt: skip
     unused = " and ".join(flag for flag, given in (("--gpu-hour-price", priced), ("--train-samples", timed)) if given)
     if unused:
-        say(f"ddpbench predict: {unused} not used: no bookings are compared without a GPU's step "
-            "(--local-step-ms MS, the one-GPU step, gives them)")  # fmt: skip
+        what = "no bookings are compared" if len(clusters) > 1 else "no run is timed or priced"
+        say(f"ddpbench predict: {unused} not used: {what} without a GPU's step (--local-step-ms MS, the one-GPU "
+            "step, gives them)")  # fmt: skip
