@@ -252,7 +252,7 @@ def add_predict_parser(commands) -> None:
                          "hours that run takes on it (its steps there × its step, a range where the step is one), "
                          "its GPU-hours (one cluster) and, with --gpu-hour-price, what it costs (price × GPUs × "
                          "hours), and the fastest is set against the cheapest: the hours it saves, what it costs "
-                         "more")  # fmt: skip
+                         "more; with --page, the what-if page's choice gains them too")  # fmt: skip
     predict.add_argument("--nccl-tests", nargs="+", metavar="FILE",
                          help="nccl-tests logs (text or -J JSON), or `ddpbench collectives` run folders, to fit the "
                          "profile's bandwidths to (the profile: --cluster, else the built-in of the logs' GPU); the "

@@ -220,7 +220,9 @@ def write_prediction_page(args: argparse.Namespace, chosen, run_dir, setup: dict
                        gpus=_asked_gpus(args, chosen),
                        site_nav=(Path(args.page).parent / INDEX_FACTS).is_file(),
                        setup_name=predict_input.setup_text(setup),
-                       left_out=predict_input.setups_left_out(run_dir, setup))  # fmt: skip
+                       left_out=predict_input.setups_left_out(run_dir, setup),
+                       train_run=(samples, getattr(args, "one_cluster_price", None))
+                       if (samples := getattr(args, "train_samples_count", None)) else None)  # fmt: skip
     try:
         store.atomic_write(Path(args.page), lambda tmp: tmp.write_text(html, encoding="utf-8"))
     except OSError as error:  # a folder check cannot foresee every refusal (a full disk, /proc)

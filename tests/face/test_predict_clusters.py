@@ -702,14 +702,19 @@ def _rate(text: str) -> float:
     return float(text.rstrip("KMB").replace(",", "")) * scale
 
 
-def test_one_cluster_times_and_prices_the_whole_run_at_each_gpu_count(small_run, capsys):
+def test_one_cluster_times_and_prices_the_whole_run_at_each_gpu_count_and_its_page_says_the_same(
+    small_run, tmp_path, capsys
+):
     """A budget holder who had chosen dgx-h100 asked what 6.4M samples take at 8, 16 and 32 of its GPUs, and cost:
     refused ('the whole run is timed on the bookings of several; give several'). One cluster's answer now has the run's
     own table, at a plain price, each figure from its booking's step, what they count under it and the fastest set
-    against the cheapest."""
+    against the cheapest; the what-if page of the same predict the same figures beside its choice."""
+    import html
+
+    page = tmp_path / "h100.html"
     assert cli.main(["predict", "--run", small_run.name, "--results", str(small_run.parent), "--cluster", "dgx-h100",
                      "--gpus", "8,16,32", "--local-step-ms", "120", "--train-samples", "6.4M", "--gpu-hour-price",
-                     "3.9"]) == 0  # fmt: skip
+                     "3.9", "--page", str(page)]) == 0  # fmt: skip
     lines = capsys.readouterr().out.splitlines()
     at = next(k for k, line in enumerate(lines) if line.startswith("ddpbench predict: the run of 6.4M samples on "))
     assert lines[at].startswith("ddpbench predict: the run of 6.4M samples on dgx-h100, per GPU count (what its")
@@ -724,14 +729,23 @@ def test_one_cluster_times_and_prices_the_whole_run_at_each_gpu_count(small_run,
     def ends(cell: str) -> list[float]:
         return [float(v.replace(",", "")) for v in cell.lstrip("≥").split("–")]
 
+    said = {}
     for row in rows:
         gpus, steps = int(row[0]), ends(row[3])
         hours = [6.4e6 / (gpus * a_step) * ms / 1e3 / 3600 for ms in steps]  # the run's steps × its step, each end
         assert ends(row[4]) == pytest.approx(hours, rel=5e-3)
         assert ends(row[5]) == pytest.approx([h * gpus for h in hours], rel=5e-3)
         assert ends(row[6]) == pytest.approx([3.9 * h * gpus for h in hours], rel=5e-3)
+        said[row[0]] = row[4:7]
     assert [row[0] for row in rows] == ["8", "16", "32"]
     assert lines[at + 6].startswith("ddpbench predict: the run of 6.4M samples: fastest dgx-h100 × ")
+    text = html.unescape(page.read_text())
+    table = next(t for t in text.split("<table")[1:] if "<th>run h</th>" in t).split("</table>")[0]
+    heads = re.findall(r"<th>(.*?)</th>", table)
+    cells = [re.findall(r"<td>(.*?)</td>", row) for row in table.split("<tr")[2:]]
+    shown = {row[0]: [row[heads.index(name)] for name in ("run h", "run GPU-h", "run cost")] for row in cells}
+    assert shown == said  # the page's run figures are the console's, GPU count by GPU count
+    assert "run: 6.4M samples (--train-samples), " in text
 
 
 def test_one_clusters_run_and_price_without_a_step_are_said_unused(capsys):

@@ -5,9 +5,9 @@ cheapest: the hours it saves and what it costs more. Where a booking's step is a
 own cost a CPU measured) each figure is one too, and a comparison of two bookings spans every corner of their ends.
 
 Pure arithmetic over perfmodel.clusters.bookings' Booking: the run's time is its step × its steps, so it is as sure as
-the step it rests on (`≥` where a full-size floor ranks the step) and no surer; and its words, the console's (one
-cluster's or several's): what the run's figures count (`legend`), the fastest set against the cheapest
-(`premium_words`).
+the step it rests on (`≥` where a full-size floor ranks the step) and no surer; and its words, which the console (one
+cluster's or several's) and the what-if page share: what the run's figures count (`legend`), the fastest set against
+the cheapest (`premium_words`).
 """
 
 from __future__ import annotations

@@ -7,6 +7,8 @@ from __future__ import annotations
 import pandas as pd
 
 from harness.analysis import roles
+from harness.perfmodel.clusters import whole_run
+from harness.perfmodel.clusters.bookings import of_cluster
 from harness.perfmodel.clusters.cluster import Cluster
 from harness.perfmodel.clusters.published import cap_caveats, checked_table
 from harness.perfmodel.measured import of_setup
@@ -41,12 +43,13 @@ def _misses(cluster: Cluster, group: pd.DataFrame, frames: list[pd.DataFrame]) -
 
 def choice_section(configs: pd.DataFrame, group: pd.DataFrame, cluster: Cluster, worlds: list[int], *,
                    rows: pd.DataFrame | None = None, checked: OwnCheck | None = None, booked: dict | None = None,
-                   ) -> str:  # fmt: skip
+                   run: tuple[float, float | None] | None = None) -> str:  # fmt: skip
     """The choice over both halves for this setup, in `predict --cluster`'s words (words.choice_words): the
     fastest predicted step at each GPU count among the strategies whose memory fits (counted from `rows`, the
     setup's rows as `predict` counts them, default its rows of `configs`; `checked`: the step models' errors on the
     run's own steps, as predict weighs them); '' where nothing is said. `booked`: given, its "row" is set to the
-    table's row at the most GPUs, what the page's head says it books (html.BOOK_MARK)."""
+    table's row at the most GPUs, what the page's head says it books (html.BOOK_MARK). `run`: predict's
+    --train-samples and its price a GPU-hour (None: not given), the whole run's columns (`with_run`)."""
     setup = setup_of(group)
     state = state_per_rank(of_setup(configs, setup) if rows is None else rows, worlds)  # rows: of this setup
     frames = [rows for _, rows in group.groupby("world_size", sort=True)]
@@ -74,8 +77,13 @@ def choice_section(configs: pd.DataFrame, group: pd.DataFrame, cluster: Cluster,
         header, rows = with_peak_column(header, rows, made[0], cluster.gpu_memory_gib)
     if booked is not None and rows:
         booked["row"] = rows[-1]
+    legend = ""
+    if run and made and rows and batch:  # the whole run's hours and cost beside each booking, as predict says them
+        header, rows, legend = with_run(header, rows, group, cluster, made[0], run, batch=batch,
+                                        tokens=tokens_a_step(labelled))  # fmt: skip
     shown_header, shown = without_blank_columns(header, rows)  # the console's columns: none blank on every row
     answer = table(list(shown_header), [[esc(cell) for cell in row] for row in shown]) if rows else ""
+    answer += f'<p class="caption">{esc(legend)}.</p>' if legend else ""
     if rows and (unborne := unborne_words(checked and checked.errors)):  # the doubt where the answer is read
         answer = f"<p class=takeaway><b>Before booking by it</b>: {esc(unborne)} (How sure, below).</p>{answer}"
     if not words:
@@ -91,3 +99,42 @@ def choice_section(configs: pd.DataFrame, group: pd.DataFrame, cluster: Cluster,
     if not rows:  # no table: the words are the answer
         return f'<p class="takeaway"><b>The choice</b>: {esc(words)}{esc(f" [{said}]" if said else "")}.</p>'
     return f"{answer}{caveats}{folded}"
+
+
+def with_run(
+    header: tuple,
+    rows: list[tuple],
+    group: pd.DataFrame,
+    cluster: Cluster,
+    choices: list,
+    run: tuple[float, float | None],
+    *,
+    batch: int,
+    tokens: float | None,
+) -> tuple[tuple, list, str]:
+    """The choice table with the whole run (`run`: its samples, and a GPU-hour's price or None) at each GPU count: the
+    hours, GPU-hours and cost of what the row books (perfmodel.clusters.whole_run over its bookings, as `predict
+    --cluster NAME --train-samples N` prints them: a range where the step is one, ≥ where a full-size floor ranks it),
+    blank where nothing fits; and what they count, with the fastest set against the cheapest, to say under it."""
+    samples, price = run
+    booked = of_cluster(cluster.name, cluster.gpus_per_node, [group], [{c.world_size: c for c in choices}],
+                        batch=batch, tokens=tokens)  # fmt: skip
+    runs = [r for b in booked if (r := whole_run.of_booking(b, samples, price)) is not None]
+    by_gpus = {r.booking.gpus: r for r in runs}
+    priced = price is not None
+    cells = []
+    for row in rows:
+        r = by_gpus.get(int(row[0]))
+        mark = "≥" * bool(r and r.booking.at_least)
+        figures = (r.hours, r.gpu_hours, *((r.cost,) if priced else ())) if r else ()
+        cells.append(tuple(mark + whole_run.span(values) for values in figures) or ("",) * (2 + priced))
+    at = header.index("the pick rests on") if "the pick rests on" in header else len(header)  # the figures together
+    header = (*header[:at], "run h", "run GPU-h", *(("run cost",) if priced else ()), *header[at:])
+    said = [whole_run.legend(runs, samples, priced=priced)] if runs else []
+    tie = any(len(c.picked) > 1 and not c.open_on for c in choices)
+    said += ["a tie's run figures are its first pick's, the one it books first"] * tie
+    said += ["≥: at least, a full-size floor under the step"] * any(r.booking.at_least for r in runs)
+    legend = "; ".join(said)
+    if premium := whole_run.premium_words(booked, runs, samples, {cluster.name: price} if priced else None):
+        legend += f". {premium[0].upper()}{premium[1:]}"
+    return header, [(*row[:at], *cell, *row[at:]) for row, cell in zip(rows, cells, strict=True)], legend

@@ -163,7 +163,8 @@ def whatif_page(meta: dict, configs: pd.DataFrame, profiles: pd.DataFrame, clust
                 local_optimizer_ms: float | None = None, batch_size: int | None = None,
                 local_ddp_ms: float | None = None, ends: str = "", gpus: list[int] | None = None,
                 site_nav: bool = False, setup_name: str = "", left_out: list[str] = (),
-                step_estimate: Callable[[], tuple[float, str] | None] | None = None) -> str:  # fmt: skip
+                step_estimate: Callable[[], tuple[float, str] | None] | None = None,
+                train_run: tuple[float, float | None] | None = None) -> str:  # fmt: skip
     """The page in a site (links to the index and the run's page), or `standalone`: one file with plotly.js in it and
     no links, as `predict --page` writes it (`site_nav`: written into a site's folder, the same links from there);
     `caps`, `local_step_ms`, `full_params` as predicted_rows takes them;
@@ -173,7 +174,8 @@ def whatif_page(meta: dict, configs: pd.DataFrame, profiles: pd.DataFrame, clust
     (`predict --gpus`, `--nodes`), the tables' and the choice's, the figures' from one node to 1,024 GPUs beside them;
     `setup_name`: the one setup a page of `predict --page` predicts, in its title, and `left_out` the run's others,
     each with the flags that predict it, in its banner; `step_estimate()`: a one-GPU step estimated from the model's
-    FLOPs and its words, which a CPU run's banner offers (wm.device_banner)."""
+    FLOPs and its words, which a CPU run's banner offers (wm.device_banner); `train_run`: predict's --train-samples
+    and its price a GPU-hour (None without one), the whole run's hours and cost beside the choice (wc.with_run)."""
     run_id, device = meta.get("run_id", ""), meta.get("device", "?")
     worlds = sorted(set(gpus)) if gpus else world_sizes(cluster)  # the tables' and the choice's
     rows = predicted_rows(profiles, configs, cluster, caps=caps, local_step_ms=local_step_ms, device=device,
@@ -231,7 +233,7 @@ def whatif_page(meta: dict, configs: pd.DataFrame, profiles: pd.DataFrame, clust
         moves = ranked.miss_could_move_cap([frame for _, frame in at.groupby("world_size", sort=True)])
         # the choice said first as a table (README), then the answer's words and why
         parts += [full_size.heading(setup, group, trained, default),
-                  wc.choice_section(configs, at, cluster, worlds, booked=booked,
+                  wc.choice_section(configs, at, cluster, worlds, booked=booked, run=train_run,
                                  rows=counted[setup][0] if setup in counted else None, checked=sure),
                   asked, _answer(best, cluster, trained, default, moves=moves), wp.how_sure(sure, cluster, best),
                   calibration_note(group.iloc[0], meta, ended=bool(ends), cluster=cluster.name),
