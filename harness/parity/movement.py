@@ -13,6 +13,17 @@ The reference's movement is kept per parameter (one float each, `movements`), no
 its kind every element moves about lr a step, far beyond atol, so the element-wise tolerance sees a wrong reduction
 there, while an element whose gradient is rounding moves lr either way (`reference.SignLike`): this rule is for
 optimizers whose update is linear in the gradient.
+
+A parameter whose gradient is itself rounding is left to the element-wise tolerance (`beyond_rounding`): where the
+true gradient is 0, as for BERT's attention key bias (softmax is blind to a shift the bias adds to every key's
+score), the computed one is rounding noise, which another order of summing changes whole from the second step on.
+Stock DDP at 4 ranks on bert/tiny (fp32, SGD) failed the rule so: key.bias ended 0.75× its movement away, by
+7.5e-9. Such a parameter is told apart by a second reference whose averaged gradients are each one rounding step
+larger (`reference_run(nudged=True)`): bert/tiny's key biases end 0.57-1.2× their movement away in fp32, every
+other parameter of bert/tiny and mlp/small at most 8e-5× (fp32) or 3.5e-3× (bf16), at 3 and 4 ranks. Under bf16
+the key biases' 0.018× keeps them judged: summed in another order they ended where the reference did. At 2 ranks
+every order of summing is one (a + b = b + a, and halving is exact), so only 3 ranks or more show any of this. The
+second reference trains once per setup, as the first does, and only where this rule judges.
 """
 
 from __future__ import annotations
@@ -23,9 +34,21 @@ MOVED_SHARE = 0.5
 """How far from the reference a parameter may end, as a share of the reference's own movement of it (‖·‖₂)."""
 
 
+ROUNDING_SHARE = 0.05
+"""A parameter whose end a rounding step of every averaged gradient moves by over this share of its movement moves
+by rounding (its gradient is), not by the reduction: the movement rule does not judge it."""
+
+
 def movements(final: dict[str, torch.Tensor], initial: dict[str, torch.Tensor]) -> dict[str, float]:
     """How far the reference moved each parameter over its steps: ‖final − initial‖₂."""
     return {name: _norm(torch.sub(t, initial[name])) for name, t in final.items()}
+
+
+def beyond_rounding(moved: dict[str, float], reach: dict[str, float]) -> dict[str, float]:
+    """The movements the rule judges: `moved`, with 0 (not judged) for each parameter whose end `reach` (how far the
+    nudged reference ended from the reference, `movements(nudged, final)`) says rounding moves by over ROUNDING_SHARE
+    of it."""
+    return {name: went if reach.get(name, 0.0) <= ROUNDING_SHARE * went else 0.0 for name, went in moved.items()}
 
 
 def strayed(
@@ -36,7 +59,7 @@ def strayed(
     worst: tuple[str, float] | None = None
     for name, ref in expected.items():
         went = moved.get(name, 0.0)
-        if not went:  # never moved: the element-wise tolerance judges it alone
+        if not went:  # never moved, or by rounding (`beyond_rounding`): the element-wise tolerance judges it alone
             continue
         got = actual[name].detach()
         gap = _norm(torch.sub(got.to(ref.dtype), ref.to(got.device)))

@@ -86,36 +86,34 @@ def cached_reference(
     figures are kept, computed once here, not the initial parameters (a second model-sized state each
     verdict read and went over again). Under Adam and its kind, the steps at which each element's gradient was
     within rounding of zero (`reference.SignLike`: a byte an element) are kept beside them; how far it moved each
-    parameter (`movement.movements`: a float each) for every optimizer."""
+    parameter (`movement.movements`: a float each), 0 for one that rounding alone moves as far (a second, nudged
+    reference says which: `movement.beyond_rounding`; under an optimizer linear in the gradient alone)."""
     key = (cfg.workload_spec, cfg.workload, cfg.size, cfg.world_size, cfg.batch_size, cfg.warmup + cfg.steps,
            cfg.seed, str(device), cfg.dtype, cfg.optimizer)  # fmt: skip
-    key += (cfg.grad_accum,) if cfg.grad_accum > 1 else ()  # K=1's key as before: its cached references still serve
-    # "-moved": the file holds the sign-like steps and the movements too, where one of before holds fewer
-    path = (folder or _cache_dir()) / f"reference-moved-{hashlib.sha1(repr(key).encode()).hexdigest()[:16]}.pt"
+    key += (cfg.grad_accum,) if cfg.grad_accum > 1 else ()  # K=1's key as before
+    # "-judged": the movements held leave out those rounding moves (`movement.beyond_rounding`); "-moved" held all
+    path = (folder or _cache_dir()) / f"reference-judged-{hashlib.sha1(repr(key).encode()).hexdigest()[:16]}.pt"
     if not path.is_file():
         # On the CPU the reference keeps the ranks' own thread count: a product split over more threads
         # rounds otherwise, and ResNet-18/small's BatchNorm over 8 samples of 1×1 maps grows that rounding
         # to 3e-3 in three steps (every strategy at 2 ranks then "failed" parity).
         sign_like: list[reference.SignLike | None] = []
+        workload = cfg.make_workload()
+        setup = dict(world_size=cfg.world_size, batch_size=cfg.batch_size, steps=cfg.warmup + cfg.steps, seed=cfg.seed,
+                     device=device, dtype=cfg.dtype, optimizer=cfg.optimizer, grad_accum=cfg.grad_accum,
+                     on_step=progress)  # fmt: skip
         with reference.deterministic_algorithms() if device.type == "cuda" else contextlib.nullcontext():
-            final, initial = reference.reference_run(
-                cfg.make_workload(),
-                world_size=cfg.world_size,
-                batch_size=cfg.batch_size,
-                steps=cfg.warmup + cfg.steps,
-                seed=cfg.seed,
-                device=device,
-                dtype=cfg.dtype,
-                optimizer=cfg.optimizer,
-                grad_accum=cfg.grad_accum,
-                on_step=progress,
-                sign_like=sign_like,
-            )
+            final, initial = reference.reference_run(workload, **setup, sign_like=sign_like)
+            moved = movement.movements(final, initial)
+            if sign_like[0] is None:  # the movement rule judges: not a parameter that rounding alone moves
+                nudged, _ = reference.reference_run(workload, **setup, nudged=True)
+                moved = movement.beyond_rounding(moved, movement.movements(nudged, final))
+                del nudged
         path.parent.mkdir(parents=True, exist_ok=True)
         partial = path.with_name(f".{path.name}.partial")
         near_zero = (None, None) if sign_like[0] is None else (sign_like[0].steps, sign_like[0].step_allowance)
         allowance = reference.allowances(final, initial, compute_dtype=cfg.dtype)
-        torch.save((final, allowance, *near_zero, movement.movements(final, initial)), partial)
+        torch.save((final, allowance, *near_zero, moved), partial)
         partial.replace(path)  # whole or absent: a launch that dies mid-save leaves no half file
     final, allowance, steps, step_allowance, moved = torch.load(path, mmap=True, weights_only=True)
     return final, allowance, None if steps is None else reference.SignLike(steps, step_allowance), moved

@@ -43,7 +43,7 @@ from harness.measure.held import held_as_row
 from harness.measure.memory import MemorySampler, peaks_as_row
 from harness.measure.timing import make_step_timer
 from harness.measure.training import OPTIMIZERS, build_model, forward_precision, make_batch
-from harness.parity import reference
+from harness.parity import parameter_server, reference
 from harness.protocols import ParameterServer, missing_members
 from harness.rank.dist import Session
 from harness.results.values import counted
@@ -281,7 +281,7 @@ def _reference(
 ) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
     """Computed once per setup: the repeats of a configuration share it."""
     workload = workloads.create(spec, size=size, options=json.loads(options_json))
-    return reference.parameter_server_reference(workload, **setup)
+    return parameter_server.parameter_server_reference(workload, **setup)
 
 
 def _check_parity(cfg: Configuration, final_state, *, trainers: int, device: torch.device) -> ParityVerdict:
@@ -295,7 +295,7 @@ def _check_parity(cfg: Configuration, final_state, *, trainers: int, device: tor
             batch_size=cfg.batch_size, steps=cfg.warmup + cfg.steps,
             seed=cfg.seed, device=device, dtype=cfg.dtype, optimizer=cfg.optimizer,
         )  # fmt: skip
-        outcome = reference.compare_updates(final_state, *expected)
+        outcome = parameter_server.compare_updates(final_state, *expected)
     except Exception as exc:  # a broken reference must not hide the timing
         traceback.print_exc(file=sys.stderr)
         return ParityVerdict(None, None, f"parity check failed: {error_line(exc)}")

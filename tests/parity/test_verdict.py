@@ -76,11 +76,13 @@ def test_a_runs_launches_share_one_reference_per_setup_through_its_folder(tmp_pa
     cfg = configuration_for_cache()
     calls = []
     real = reference.reference_run
-    monkeypatch.setattr(reference, "reference_run", lambda *a, **k: calls.append(1) or real(*a, **k))
+    monkeypatch.setattr(
+        reference, "reference_run", lambda *a, **k: calls.append(k.get("nudged", False)) or real(*a, **k)
+    )
     first, *_ = verdict.cached_reference(cfg, torch.device("cpu"), folder=tmp_path)
     verdict._cache_dir.cache_clear()  # a later launch: a new process, nothing of this one's state
     again, *_ = verdict.cached_reference(cfg, torch.device("cpu"), folder=tmp_path)
-    assert len(calls) == 1 and [p.name for p in tmp_path.iterdir() if not p.name.startswith(".")]
+    assert calls == [False, True] and [p.name for p in tmp_path.iterdir() if not p.name.startswith(".")]
     assert all(torch.equal(first[k], again[k]) for k in first)
 
 
@@ -91,13 +93,18 @@ def test_on_the_cpu_parity_judges_the_state_after_the_first_warmup_steps_against
 
     trained = []
     real = reference.reference_run
-    monkeypatch.setattr(reference, "reference_run", lambda *a, **k: trained.append(k["steps"]) or real(*a, **k))
+    monkeypatch.setattr(
+        reference,
+        "reference_run",
+        lambda *a, **k: trained.append((k["steps"], k.get("nudged", False))) or real(*a, **k),
+    )
     config = BenchConfig(gpus=1, impls=("stock", "bucketed"), size="tiny", steps=4, warmup=3, baseline=False)
     worker.run_configurations(plan_for(tmp_path, expand(config, device="cpu")), single_rank)
     rows = store.read_configs(tmp_path)
     assert rows["parity_ok"].tolist() == [True, True]
     assert rows["parity_note"].str.endswith(f"after the first {verdict.REPLAY_STEPS} warm-up steps").all()
-    assert trained == [verdict.REPLAY_STEPS]  # one reference for the setup, of those steps, not warm-up + steps
+    # one reference for the setup (and its nudged second: SGD), of those steps, not warm-up + steps
+    assert trained == [(verdict.REPLAY_STEPS, False), (verdict.REPLAY_STEPS, True)]
     assert not list((tmp_path / "cache" / "parity").glob("*.judged-state.pt"))  # the snapshots are gone
 
 
@@ -165,7 +172,7 @@ def test_on_the_cpu_the_reference_runs_at_the_ranks_own_thread_count(tmp_path, m
         verdict.cached_reference(configuration_for_cache(), torch.device("cpu"), folder=tmp_path)
     finally:
         torch.set_num_threads(before)
-    assert seen == [1]
+    assert seen == [1, 1]  # the reference and its nudged second (movement.beyond_rounding)
 
 
 def test_a_users_loss_that_sums_over_its_batch_fails_parity_naming_why(tmp_path):
@@ -318,12 +325,14 @@ def test_a_replay_trains_after_the_reference_is_made_not_beside_it(tmp_path, sin
     order = []
     real_reference, real_train = reference.reference_run, configuration.train
     monkeypatch.setattr(
-        reference, "reference_run", lambda *a, **k: order.append("reference") or real_reference(*a, **k)
+        reference,
+        "reference_run",
+        lambda *a, **k: order.append("nudged" if k.get("nudged") else "reference") or real_reference(*a, **k),
     )
     monkeypatch.setattr(configuration, "train", lambda *a, **k: order.append("train") or real_train(*a, **k))
     config = BenchConfig(gpus=1, impls=("stock",), size="tiny", steps=1, warmup=0, baseline=False)
     worker.run_configurations(plan_for(tmp_path, expand(config, device="cpu")), single_rank)
-    assert order == ["train", "reference", "train"]  # measured, the reference, the replay
+    assert order == ["train", "reference", "nudged", "train"]  # measured, the reference (and its second), the replay
     assert store.read_configs(tmp_path)["parity_ok"].tolist() == [True]
 
 

@@ -22,6 +22,7 @@ from harness.config.grid import Configuration, expand
 from harness.handoff import faults, records
 from harness.handoff.rank_result import RankResult
 from harness.measure.training import LEARNING_RATE, build_model, make_batch
+from harness.parity import parameter_server
 from harness.parity import reference as parity
 from harness.rank import rpc_flow
 from harness.rank.dist import Session
@@ -153,14 +154,14 @@ def test_reference_moves_the_table_by_the_sum_of_the_trainers_sgd_steps_and_the_
     start = {name: p.detach().clone() for name, p in model.named_parameters()}
     table = {name for name in start if name.startswith("embedding.")}
     expected = {name: w - summed_sgd_step(grads, name) / (1 if name in table else 2) for name, w in start.items()}
-    got, initial = parity.parameter_server_reference(
+    got, initial = parameter_server.parameter_server_reference(
         workload, trainers=2, batch_size=BATCH, steps=1, seed=SEED, device=CPU
     )
-    assert parity.compare_updates(got, expected, initial).within_tolerance
+    assert parameter_server.compare_updates(got, expected, initial).within_tolerance
     # The rules differ only in the table's update, a factor of 2 that compare_updates must see
     # (plain `compare` does not: the parameters barely move in one step).
     mean_everywhere = {name: w - summed_sgd_step(grads, name) / 2 for name, w in start.items()}
-    outcome = parity.compare_updates(got, mean_everywhere, initial)
+    outcome = parameter_server.compare_updates(got, mean_everywhere, initial)
     assert not outcome.within_tolerance and outcome.worst_parameter == "embedding.weight"
 
 
@@ -168,7 +169,7 @@ def test_reference_moves_the_table_by_the_sum_of_the_trainers_sgd_steps_and_the_
 def test_with_one_trainer_the_parameter_server_reference_is_the_data_parallel_one(optimizer):
     workload = workloads.create("recsys", size="tiny")
     setup = {"batch_size": BATCH, "steps": 3, "seed": SEED, "device": CPU, "optimizer": optimizer}
-    got, _ = parity.parameter_server_reference(workload, trainers=1, **setup)
+    got, _ = parameter_server.parameter_server_reference(workload, trainers=1, **setup)
     assert parity.compare(got, parity.reference_parameters(workload, world_size=1, **setup)).max_abs_diff == 0.0
 
 
