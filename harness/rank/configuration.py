@@ -140,7 +140,7 @@ def _measure(cfg: Configuration, session: Session, *, run: Path, watch: RankWatc
     del built, strategy
     release_memory(*devices)
     watch.clock.lap("release")
-    result.parity = _judge_parity(cfg, session, final_state, run=run)
+    result.parity = _judge_parity(cfg, session, final_state, run=run, exact=exact)
     watch.clock.lap("parity")
     return result
 
@@ -278,7 +278,7 @@ def _measured_state(cfg: Configuration, session: Session, built: Built) -> dict 
     return reference.state_on_cpu(full_state) if cfg.profile else reference.detached(full_state)
 
 
-def _judge_parity(cfg: Configuration, session: Session, final_state: dict | None, *, run: Path):
+def _judge_parity(cfg: Configuration, session: Session, final_state: dict | None, *, run: Path, exact: bool):
     """Rank 0's verdict on the measured state, on the state written after the warm-up's first steps, or
     (on GPUs) on a deterministic replay of its own."""
     judged_cfg, how, failed = cfg, "", None
@@ -299,7 +299,7 @@ def _judge_parity(cfg: Configuration, session: Session, final_state: dict | None
         return None
     progress = _parity_progress(judged_cfg, run) if session.is_main else None
     judged = verdict.verdict(judged_cfg, final_state, session.device, how=how, folder=folder, progress=progress,
-                             failed=failed)  # fmt: skip
+                             failed=failed, exact=exact)  # fmt: skip
     if early:
         _snapshot_path(cfg, run).unlink(missing_ok=True)  # mapped until the verdict is dropped: Linux keeps it
     return judged

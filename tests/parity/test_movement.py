@@ -133,3 +133,15 @@ def test_a_row_past_the_tolerance_that_strayed_says_its_share_of_the_movement_af
     assert values.failed_parity_words({"parity_note": judged.note, "parity_max_abs_diff": 1e-3}).startswith(
         "max |Δ| 1.00e-03 in w, after the first 3 warm-up steps; w ended 1.73× the reference's own movement"
     )
+
+
+def test_a_row_not_judged_by_design_is_not_said_to_hold_a_wrong_reduction(monkeypatch):
+    """`local` never reduces and a lossy hook compresses: their rows say 'not judged', and the rule's note, which
+    names a wrong reduction and says 'fails', contradicted that on every run's baseline at 2 ranks (1.80×)."""
+    expected, moved = {"w": torch.zeros(3)}, {"w": 1e-7}
+    monkeypatch.setattr(verdict, "cached_reference", lambda *a, **k: (expected, None, None, moved))
+    cfg = types.SimpleNamespace(dtype="fp32", world_size=1, workload_spec="mlp", workload="mlp")
+    strayed_state = {"w": torch.full((3,), 1e-7)}
+    assert "summed rather than averaged" in verdict.verdict(cfg, strayed_state, CPU).note  # judged: said
+    not_judged = verdict.verdict(cfg, strayed_state, CPU, exact=False)
+    assert not_judged.note == f"{reference.LARGEST_IN}w" and not_judged.within_tolerance is True
