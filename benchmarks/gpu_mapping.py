@@ -2,8 +2,9 @@
 GPU in reverse order (torch's cuda:0 is NVML's last GPU), and the memory sampler's NVML handle for cuda:0 must be
 that GPU (by UUID), and run.json's topology must pair the visible GPUs in torch's numbering, every pair read.
 
-On one GPU the renumbering is the identity, but the UUID lookup is still the sampler's (a MIG instance's UUID is
-where it would miss). CUDA_DEVICE_ORDER=PCI_BUS_ID makes CUDA's order NVML's, so "last" is the same GPU in both.
+On one GPU the renumbering is the identity, but the UUID lookup is still the sampler's. The expected GPU is a whole
+one (NVML's index counts whole GPUs): on a MIG slice cuda:0 is the slice (its MIG-… name, env.nvml_names), so the
+line reads a mismatch there. CUDA_DEVICE_ORDER=PCI_BUS_ID makes CUDA's order NVML's, so "last" is the same GPU in both.
 """
 
 from __future__ import annotations

@@ -159,17 +159,30 @@ def _query(read) -> Any:
         return None
 
 
-def nvml_uuid(uuid: str) -> str:
-    """NVML's name for a GPU whose UUID torch gives: bare from torch (GPU- prefixed in NVML), kept where it already
-    has NVML's GPU- or MIG- prefix."""
-    return uuid if uuid.startswith(("GPU-", "MIG-")) else f"GPU-{uuid}"
+def nvml_names(uuid: str) -> tuple[str, ...]:
+    """NVML's names for a GPU whose UUID torch gives, to ask in turn. torch gives it bare, whether a whole GPU's
+    (NVML's GPU-…) or, on a MIG slice, the slice's own (NVML's MIG-…, drivers from R470), and does not say which:
+    both, the whole GPU's first. A UUID that already has NVML's prefix is asked as given."""
+    return (uuid,) if uuid.startswith(("GPU-", "MIG-")) else (f"GPU-{uuid}", f"MIG-{uuid}")
+
+
+def nvml_handle_by_uuid(nvml: Any, uuid: str) -> tuple[str, Any]:
+    """(the name NVML knows a GPU torch sees by, its handle); where it knows none of them, NVML's refusal of the
+    first raised (a whole GPU's: its reason, such as a permission, not the slice's name's Not Found)."""
+    refusals = []
+    for name in nvml_names(uuid):
+        try:
+            return name, nvml.nvmlDeviceGetHandleByUUID(name)
+        except nvml.NVMLError as refused:  # not found by this name: a MIG slice's is its next
+            refusals.append(refused)
+    raise refusals[0]
 
 
 def _nvml_handle(nvml: Any, gpu: dict[str, Any]) -> Any:
     """The NVML handle of one of torch's visible GPUs: by UUID (CUDA_VISIBLE_DEVICES renumbers)."""
     uuid = gpu.get("uuid")
     if uuid:
-        return _query(lambda: nvml.nvmlDeviceGetHandleByUUID(nvml_uuid(uuid)))
+        return _query(lambda: nvml_handle_by_uuid(nvml, uuid)[1])
     return _query(lambda: nvml.nvmlDeviceGetHandleByIndex(gpu["index"]))
 
 

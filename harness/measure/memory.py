@@ -30,7 +30,7 @@ import torch
 
 from harness.bucketing import MIB as MB  # MiB, as every `_mb` column
 from harness.handoff import neighbours
-from harness.measure.env import nvml_failure, nvml_uuid
+from harness.measure.env import nvml_failure, nvml_handle_by_uuid
 
 DEFAULT_PERIOD_S = 0.02
 
@@ -115,8 +115,8 @@ class NvmlReader:
         props = torch.cuda.get_device_properties(device)
         uuid = str(getattr(props, "uuid", "") or "")
         if uuid:
-            self.gpu_id = nvml_uuid(uuid)
-            return self._nvml.nvmlDeviceGetHandleByUUID(self.gpu_id)
+            self.gpu_id, handle = nvml_handle_by_uuid(self._nvml, uuid)  # a MIG slice's too
+            return handle
         self.gpu_id = f"{props.pci_domain_id:08x}:{props.pci_bus_id:02x}:{props.pci_device_id:02x}.0"
         return self._nvml.nvmlDeviceGetHandleByPciBusId(self.gpu_id)
 

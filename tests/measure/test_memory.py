@@ -13,6 +13,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 import torch
 
 from harness.config.bench import BenchConfig
@@ -242,24 +243,39 @@ def test_without_nvidia_ml_py_the_note_names_the_package_to_install(monkeypatch)
 
 
 def test_the_sampler_asks_nvml_for_its_gpu_by_the_name_nvml_gives_it(monkeypatch):
-    """torch prints a GPU's UUID bare, NVML names it GPU-…; a UUID torch already gives with NVML's MIG- prefix is
-    that name (run.json's gpu settings read it so, harness.measure.env) and must not become GPU-MIG-…."""
+    """torch gives a GPU's UUID bare, NVML names it GPU-…, or MIG-… where it is a MIG slice (torch does not say
+    which): the slice's NVML columns were null, NVML asked for GPU-<the slice's UUID>. A UUID already given with
+    NVML's prefix is that name (never GPU-MIG-…); run.json's GPU settings find each GPU by the same names."""
     import types
 
+    from harness.measure import env
     from harness.measure.memory import NvmlReader
 
-    asked = []
+    asked, known = [], {"GPU-1234-abcd": "gpu", "MIG-5678-ef": "slice", "GPU-9": "gpu 9"}
     fake = types.ModuleType("pynvml")
     fake.NVMLError, fake.nvmlMemory_v2 = RuntimeError, 2
     fake.nvmlInit = lambda: None
-    fake.nvmlDeviceGetHandleByUUID = lambda name: asked.append(name) or name
+
+    def by_uuid(name):
+        asked.append(name)
+        if name not in known:
+            raise fake.NVMLError(f"Not Found: {name}")
+        return known[name]
+
+    fake.nvmlDeviceGetHandleByUUID = by_uuid
     fake.nvmlDeviceGetMemoryInfo = lambda handle, version=None: types.SimpleNamespace(used=0)
     monkeypatch.setitem(sys.modules, "pynvml", fake)
-    for given, named in (("1234-abcd", "GPU-1234-abcd"), ("MIG-5678-ef", "MIG-5678-ef"), ("GPU-9", "GPU-9")):
+    for given, named in (("1234-abcd", "GPU-1234-abcd"), ("5678-ef", "MIG-5678-ef"), ("MIG-5678-ef", "MIG-5678-ef"),
+                         ("GPU-9", "GPU-9")):  # fmt: skip
         monkeypatch.setattr(
             torch.cuda, "get_device_properties", lambda device, uuid=given: types.SimpleNamespace(uuid=uuid)
         )
         assert NvmlReader(torch.device("cuda", 0)).gpu_id == named and asked[-1] == named
+        assert env._nvml_handle(fake, {"index": 0, "uuid": given}) == known[named]
+    assert "GPU-MIG-5678-ef" not in asked
+    assert env._nvml_handle(fake, {"index": 0, "uuid": "0000-00"}) is None  # neither name: null settings, no failure
+    with pytest.raises(fake.NVMLError, match=r"Not Found: GPU-0000-00$"):  # the whole GPU's refusal, not the slice's
+        env.nvml_handle_by_uuid(fake, "0000-00")
 
 
 def test_a_process_driving_several_gpus_resets_reads_and_releases_each(monkeypatch):
