@@ -16,7 +16,8 @@ Lines (each ok or FAIL; exit 1 on any FAIL, 2 on bad usage):
   over the traced steps is within 10 points of the communication/compute overlap read from the
   trace itself, and their communication times within 25 % (benchmarks/trace_overlap.py; on the
   CPU too, with two ranks);
-- CUDA events against a synchronised wall clock (within 5 %); NVML ≥ allocator reserved, NVML filled;
+- CUDA events against a synchronised wall clock (within 5 %); NVML ≥ allocator reserved, NVML filled, and no
+  rank's mem_note (ranks/: configs/ keeps rank 0's) naming an NVML query that failed or NVML unread;
 - the NVML sampler's cost (benchmarks/overhead.py with and without it, side by side): ≤ 1 %;
 - what timing DDP's buckets costs stock and zero at one rank (benchmarks/hook_cost.py: two pairs of
   launches with and without `--bucket-timeline`): shown, to decide whether it can be on by default on GPUs;
@@ -30,7 +31,6 @@ Lines (each ok or FAIL; exit 1 on any FAIL, 2 on bad usage):
   wall and split: shown;
 - which GPU NVML reads for cuda:0 and the topology's pairs, in a process that sees the GPUs last first
   (benchmarks/gpu_mapping.py): the UUID of NVML's last GPU, n(n-1)/2 pairs of the n visible, each read;
-  no configuration's mem_note naming an NVML query that failed;
 - provenance (driver, CUDA, NCCL, topology); what a process can use of the GPU against the built-in profile's
   `gpu_memory_gib` (shown);
 - DDP's own cost on this GPU, carried to dgx1-v100: ResNet-50's predicted step at 8 and 16 GPUs
@@ -203,17 +203,31 @@ def strategy_lines(results: Path, codes: dict[str, int]) -> list[Line]:
     return lines
 
 
+def nvml_refusals(ranks) -> dict[str, str]:
+    """Each configuration's NVML queries that failed (or NVML not read at all), on any rank: config_id → 'rank N: its
+    note'. configs/ keeps rank 0's note alone, and its peaks the largest rank's: a rank whose NVML failed shows only
+    in ranks/."""
+    refused: dict[str, list[str]] = {}
+    for row in ranks.itertuples():
+        if isinstance(row.mem_note, str) and (" failed: " in row.mem_note or "NVML unavailable" in row.mem_note):
+            refused.setdefault(row.config_id, []).append(f"rank {row.rank}: {row.mem_note}")
+    return {config_id: "; ".join(notes) for config_id, notes in refused.items()}
+
+
 def nvml_lines(results: Path, setup: Setup) -> list[Line]:
     import pandas as pd
 
+    from harness.results import store
+
     failing, rows = [], 0
     for run in sorted(p for p in results.iterdir() if (p / "configs").is_dir()):
+        refusals = nvml_refusals(store.read_ranks(run))
         for row in configs(results, run.name).itertuples():
             if row.status != "ok":
                 continue
             rows += 1
             missing = [f for f in NVML_FIELDS if pd.isna(getattr(row, f))]
-            refused = row.mem_note if isinstance(row.mem_note, str) and "failed" in row.mem_note else ""
+            refused = refusals.get(row.config_id, "")
             if missing or refused or not row.mem_peak_nvml_mb >= row.mem_peak_reserved_mb:
                 failing.append(
                     f"{run.name}/{row.config_id}: nvml {row.mem_peak_nvml_mb} reserved "

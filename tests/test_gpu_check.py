@@ -67,3 +67,29 @@ def test_the_mapping_line_holds_only_where_cuda0_is_nvmls_gpu_and_every_visible_
         "probe failed: ModuleNotFoundError: No module named 'pynvml'",
         False,
     )
+
+
+def test_the_nvml_line_fails_on_a_query_refused_on_any_rank_not_rank_0s_alone(tmp_path, monkeypatch):
+    """configs/ keeps rank 0's mem_note and the largest rank's peaks: a process list refused on rank 1 alone left
+    that row's NVML fields filled and its note empty, and the line read ok."""
+    import pandas as pd
+
+    from harness.results import store
+
+    (tmp_path / "r" / "configs").mkdir(parents=True)
+    row = {"config_id": "c0", "status": "ok", "mem_peak_nvml_mb": 900.0, "mem_nvml_struct": "v2",
+           "gpu_util_mean_pct": 80.0, "sm_clock_mean_mhz": 1900.0, "power_mean_w": 500.0,
+           "mem_peak_reserved_mb": 800.0, "mem_note": None}  # fmt: skip
+    refused = "NVML processes failed: NVMLError_NoPermission: Insufficient Permissions"
+    ranks = pd.DataFrame([{"config_id": "c0", "rank": 0, "mem_note": None},
+                          {"config_id": "c0", "rank": 1, "mem_note": refused}])  # fmt: skip
+    monkeypatch.setattr(gpu_check, "configs", lambda results, run_id: pd.DataFrame([row]))
+    monkeypatch.setattr(store, "read_ranks", lambda run: ranks)
+    [line] = gpu_check.nvml_lines(tmp_path, gpu_check.Setup(quick=False))
+    assert line.ok is False and line.value.startswith("r/c0: ") and f"rank 1: {refused}" in line.value
+    monkeypatch.setattr(store, "read_ranks", lambda run: ranks.assign(mem_note=[None, "NVML unavailable: Not Found"]))
+    [line] = gpu_check.nvml_lines(tmp_path, gpu_check.Setup(quick=False))
+    assert line.ok is False and "rank 1: NVML unavailable: Not Found" in line.value
+    monkeypatch.setattr(store, "read_ranks", lambda run: ranks.assign(mem_note=None))
+    [line] = gpu_check.nvml_lines(tmp_path, gpu_check.Setup(quick=False))
+    assert line.ok is True and line.value == "all 1 rows"
