@@ -40,14 +40,12 @@ def freeze_survivors() -> None:
 
 
 def release_memory(*devices: torch.device) -> None:
-    """Give back what the last configuration held on each of `devices`, so the next one's peaks are its own."""
+    """Give back what the last configuration held on `devices`, so the next one's peaks are its own."""
     gc.collect()
     if _FREEZING:
         gc.freeze()  # what a configuration imported lazily (transformers) is the process's too
-    for device in devices:
-        if device.type == "cuda":
-            with torch.cuda.device(device):  # empty_cache frees the current device's cache only
-                torch.cuda.empty_cache()
+    if any(device.type == "cuda" for device in devices):
+        torch.cuda.empty_cache()  # every GPU's cache, whichever is current (a DataParallel replica's too)
     trim_heap()
 
 
