@@ -26,13 +26,15 @@ RESUME_FLAGS = {"resume", "retry_failed"} | resume_fields(BenchConfig, LOCATES)
 def resume(args: argparse.Namespace):
     """(config, plan, configurations already written), or None when there is nothing to resume."""
     from harness.launch import bench_run, repeats
+    from harness.measure.env import host_facts
 
     _locate(args)
     validate_run_id(args.resume, flag="--resume")
     steering = _steering(args, _stored_config(args))
     node_rank = steering.get("node_rank") or 0  # only node 0 holds the run: the other nodes share its session
+    here = host_facts() if node_rank else None  # run.json's environment is node 0's: this node's plans say its own
     config, plan, done = bench_run.resume_run(
-        args.results, args.resume, retry_failed=args.retry_failed, node_rank=node_rank
+        args.results, args.resume, retry_failed=args.retry_failed, node_rank=node_rank, environment=here
     )
     config = dataclasses.replace(config, **steering)
     pace = _pace(plan.run)

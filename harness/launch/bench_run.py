@@ -86,16 +86,8 @@ def create_run(
         hold_run(run, run_id)
     started_at = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     threads = run_threads(config, configurations, device=device)
-    context = {
-        "run_id": run_id,
-        "started_at": started_at,
-        "threads_per_rank": threads,
-        "torch_version": environment.get("torch_version"),
-        "gpu_name": environment.get("gpu_name") if device == "cuda" else None,
-        "gpu_count": environment.get("gpu_count") if device == "cuda" else None,  # GPUs per node, for `mfu`
-        "hostname": environment.get("hostname"),
-        "git_sha": environment.get("git_sha"),
-    }
+    context = {"run_id": run_id, "started_at": started_at, "threads_per_rank": threads,
+               **host_context(environment, device)}  # fmt: skip
     if config.node_rank != 0:
         return BenchRun(run_id, run, device, threads, configurations, context, node_rank=config.node_rank)
     store.write_json(
@@ -141,8 +133,20 @@ def wait_for_node_zero(run: Path) -> None:
         time.sleep(POLL_S)
 
 
+def host_context(environment: dict[str, Any], device: str) -> dict[str, Any]:
+    """The facts of the host a node's launcher runs on, as its launch plans' context carries them (`record_nodes`
+    reads each node's there into run.json's `nodes`)."""
+    return {
+        "torch_version": environment.get("torch_version"),
+        "gpu_name": environment.get("gpu_name") if device == "cuda" else None,
+        "gpu_count": environment.get("gpu_count") if device == "cuda" else None,  # GPUs per node, for `mfu`
+        "hostname": environment.get("hostname"),
+        "git_sha": environment.get("git_sha"),
+    }
+
+
 def resume_run(
-    results: Path, run_id: str, *, retry_failed: bool = False, node_rank: int = 0
+    results: Path, run_id: str, *, retry_failed: bool = False, node_rank: int = 0, environment: dict | None = None
 ) -> tuple[BenchConfig, BenchRun, int]:
     """The configuration and plan of an interrupted run, left with what it did not write.
 
@@ -150,6 +154,7 @@ def resume_run(
     whose part exists is skipped; with `retry_failed` a failed one is run again, its failed row
     and records set aside in retried/<config_id>/ first (a failed row holds no measured step).
     Node 0 holds the run (`hold_run`) before it decides what is left: a session still writing it is refused.
+    Another node's plans carry its own host (`environment`, its `host_facts`), not run.json's, which is node 0's.
     """
     run = store.run_dir(results, run_id)
     if not RunFolder(run).run_json.is_file():
@@ -172,9 +177,10 @@ def resume_run(
             _set_aside(run, config_id)
     written = store.written_config_ids(run)
     pending = [c for c in configurations if c.config_id not in written]
-    plan = BenchRun(
-        run_id, run, meta["device"], meta["threads_per_rank"], pending, meta["context"], node_rank=node_rank
-    )
+    context = meta["context"]  # the run's: node 0's rows carry it
+    if node_rank:  # another node's plans name its own host (record_nodes)
+        context = {**context, **host_context(environment or {}, meta["device"])}
+    plan = BenchRun(run_id, run, meta["device"], meta["threads_per_rank"], pending, context, node_rank=node_rank)
     return config, plan, len(configurations) - len(pending)
 
 

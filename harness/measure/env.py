@@ -296,6 +296,14 @@ def _gpu_pair(nvml: Any, names: dict[Any, str], first: tuple, second: tuple) -> 
     }
 
 
+def host_facts() -> dict[str, Any]:
+    """What a node's launch plans say of its host (`capture`'s hostname, torch, GPUs and commit), without the rest of
+    `capture`: a resumed run's other nodes, whose run.json's environment is node 0's."""
+    gpu_list = gpus()
+    return {"hostname": socket.gethostname(), "torch_version": torch.__version__, "gpu_count": len(gpu_list),
+            "gpu_name": gpu_list[0]["name"] if gpu_list else None, **git_state()}  # fmt: skip
+
+
 def distributed_env_vars() -> dict[str, str]:
     return {k: v for k, v in sorted(os.environ.items()) if k.startswith(ENV_PREFIXES) or k in ENV_NAMES}
 

@@ -140,3 +140,39 @@ def test_node_0_records_every_nodes_host_from_their_plans_and_the_run_page_lists
     assert hosts_text(meta) == ("the run spanned 2 nodes: node 0 a (8 × NVIDIA H100, torch 2.5.1); "
                                 "node 1 b (8 × NVIDIA H100, torch 2.5.1)")  # fmt: skip
     assert hosts_text({"environment": {"hostname": "a"}}) == "a"  # one node: its host, as before
+
+
+def test_a_resumed_runs_other_node_plans_with_its_own_host_not_node_0s(tmp_path, capsys, monkeypatch):
+    """A resumed node 1 planned with run.json's context, node 0's: its plans, and so run.json's `nodes`, named node 0's
+    host, torch and commit for both nodes ("node 0 a …; node 1 a …")."""
+    from harness import cli
+    from harness.launch import torchrun
+    from harness.measure import env
+
+    config = BenchConfig(gpus=1, impls=("naive",), size="tiny", baseline=False, results=tmp_path, run_id="job",
+                         nnodes=2, rdzv_endpoint="localhost:29400")  # fmt: skip
+    configurations = expand(config, device="cpu")
+    node_0 = {"hostname": "a", "torch_version": "2.5.1", "git_sha": "aaaa"}
+    made = bench_run.create_run(config, configurations, run_id="job", device="cpu", environment=node_0)
+    bench_run.release_runs()
+    node_1 = {"hostname": "b", "torch_version": "2.6.0", "git_sha": "bbbb", "gpu_name": "H100", "gpu_count": 8}
+    _, plan, _ = bench_run.resume_run(tmp_path, "job", node_rank=1, environment=node_1)
+    assert (plan.context["hostname"], plan.context["torch_version"], plan.context["git_sha"]) == ("b", "2.6.0", "bbbb")
+    assert plan.context["gpu_name"] is None  # a CPU run's context names no GPU, as node 0's
+    kept = ("run_id", "started_at", "threads_per_rank")
+    assert {key: plan.context[key] for key in kept} == {key: made.context[key] for key in kept}
+    _, plan, _ = bench_run.resume_run(tmp_path, "job", node_rank=0)
+    bench_run.release_runs()
+    assert plan.context == made.context  # node 0's rows keep the run's context
+
+    asked = []  # `bench --resume --node-rank 1` gives resume_run this host's facts; node 0's resume none
+
+    def noted(*args, environment=None, **kwargs):
+        asked.append(environment)
+        raise ConfigError("noted")
+
+    monkeypatch.setattr(bench_run, "resume_run", noted)
+    monkeypatch.setattr(torchrun, "start_early", lambda *_, **__: None)
+    for rank in ("1", "0"):
+        assert cli.main(["bench", "--resume", "job", "--results", str(tmp_path), "--node-rank", rank]) == 2
+    assert asked == [env.host_facts(), None], capsys.readouterr().err
