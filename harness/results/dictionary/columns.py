@@ -97,15 +97,15 @@ NETWORK = C("network", STR, "", "where α and the bus bandwidth came from")
 # What the memory sampler measures, per rank (ranks/) and over the ranks (configs/: peaks are the
 # largest rank's, the one that runs out first; means are the mean of the ranks).
 MEMORY = (
-    C("mem_peak_nvml_mb", F64, MIB_UNIT, "peak device memory used on the rank's GPU (NVML)"),
+    C("mem_peak_nvml_mb", F64, MIB_UNIT, "peak device memory used on the rank's GPU (NVML; `dataparallel`'s first GPU, which holds its parameters, of the several it drives)"),
     C("mem_peak_nvml_process_mb", F64, MIB_UNIT, "peak device memory NVML attributes to the rank's process"),
     C(
         "mem_peak_allocated_mb",
         F64,
         MIB_UNIT,
-        "peak of the torch allocator's allocated memory, reset per configuration",
+        "peak of the torch allocator's allocated memory, reset per configuration; where one process drives several GPUs (`dataparallel`), of the GPU that allocated most, which `mem_note` names with each GPU's peak",
     ),
-    C("mem_peak_reserved_mb", F64, MIB_UNIT, "peak of the torch allocator's reserved memory, reset per configuration"),
+    C("mem_peak_reserved_mb", F64, MIB_UNIT, "peak of the torch allocator's reserved memory, reset per configuration; where one process drives several GPUs, of the GPU `mem_peak_allocated_mb` is"),
     C(
         "mem_peak_rss_mb",
         F64,
@@ -119,7 +119,7 @@ MEMORY = (
     C("power_mean_w", F64, WATTS, "mean board power over the measured steps (NVML)"),
     C("power_peak_w", F64, WATTS, "peak board power over the measured steps (NVML)"),
     C("mem_samples", I32, COUNT, "samples the memory sampler took (period: `--mem-period-ms`)"),
-    C("mem_note", STR, "", "why memory columns are null, where they are"),
+    C("mem_note", STR, "", "why memory columns are null, where they are (NVML unavailable, a query it refused); where one process drives several GPUs, which GPU's the allocator peaks are"),
     C(
         "held_param_mb",
         F64,
