@@ -215,15 +215,16 @@ def sweep_command(configs: pd.DataFrame, meta: dict, workload: str | list[str], 
     mine = configs[configs["workload"].isin(names)]
     spec = ",".join(((meta.get("workloads") or {}).get(name) or {}).get("spec") or name for name in names)
     sizes = mine["size"].dropna() if "size" in mine else pd.Series(dtype=object)
+    nnodes = int((meta.get("config") or {}).get("nnodes") or 1)
     gpus = (meta.get("config") or {}).get("gpus") or _one_node_world(mine)  # a run.json without its config
-    gpus = max(gpus, 2) if gpus else None  # at one rank no cap is judged (sweep.sweeps): the sweep needs two
+    # at one rank no cap is judged (sweep.sweeps): the sweep needs two, which two nodes give at a GPU each
+    gpus = max(gpus, 2 if nnodes == 1 else 1) if gpus else None
     words = [program, "bench", "--impls", roles.reference_name(), "--workloads", str(spec)]
     words += ["--size", str(sizes.iloc[0])] if len(sizes) else []
     words += ["--gpus", str(gpus)] if gpus else []
     words += ["--bucket-cap-mb", SWEPT_CAPS]
     results = meta.get("results_folder")
     words += ["--results", str(results)] if results and Path(results) != DEFAULT_RESULTS else []
-    nnodes = int((meta.get("config") or {}).get("nnodes") or 1)
     if nnodes > 1:  # the sweep spans the run's nodes, as the run did; a new run, so a new --run-id, the user's
         words += ["--nnodes", str(nnodes), "--rdzv-endpoint", str(meta["config"].get("rdzv_endpoint"))]
     more = f"{on_every_node(nnodes)} and one new --run-id" if nnodes > 1 else ""

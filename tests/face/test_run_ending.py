@@ -62,7 +62,8 @@ def test_a_run_without_a_cap_sweep_says_before_its_answer_which_bench_sweeps_one
 
 def test_a_run_across_nodes_is_given_a_sweep_and_a_resume_across_as_many(tmp_path):
     """A two-node run's end lines gave one-node commands: the sweep keeps --nnodes and its endpoint, and says it
-    runs on every node, each with its own --node-rank (and, being a new run, one new --run-id)."""
+    runs on every node, each with its own --node-rank (and, being a new run, one new --run-id). Its --gpus is the
+    run's own GPU a node: two nodes of one already make two ranks ('--gpus 2' was refused on a one-GPU node)."""
     from harness.commands import console
     from harness.results import store
 
@@ -72,7 +73,7 @@ def test_a_run_across_nodes_is_given_a_sweep_and_a_resume_across_as_many(tmp_pat
     config = {**meta.get("config", {}), "gpus": 1, "nnodes": 2, "rdzv_endpoint": "node0:29500"}
     store.write_json(run / "run.json", {**meta, "config": config})
     line = ending.cap_line(run, "ddpbench")
-    assert (f"--gpus 2 --bucket-cap-mb 1,5,10,25,50,100 --results {tmp_path} --nnodes 2 --rdzv-endpoint node0:29500 "
+    assert (f"--gpus 1 --bucket-cap-mb 1,5,10,25,50,100 --results {tmp_path} --nnodes 2 --rdzv-endpoint node0:29500 "
             "on every node, with its own --node-rank and one new --run-id sweeps it") in line  # fmt: skip
     one_node = console.resume_hint("job", "results")
     assert one_node.endswith("bench --resume job --results results")
