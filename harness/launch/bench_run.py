@@ -225,7 +225,14 @@ def record_nodes(run: Path) -> None:
         store.write_json(RunFolder(run).run_json, {**meta, "nodes": [nodes[rank] for rank in sorted(nodes)]})
 
 
-def hold_run(run: Path, run_id: str) -> None:
+UNLOCKED = (
+    "another session resuming it at the same time would not be refused, and the two would run its "
+    "configurations over each other's rows"
+)
+"""What running a bench run unlocked risks (hold_run's warning); `collectives` says its own."""
+
+
+def hold_run(run: Path, run_id: str, *, unlocked: str = UNLOCKED) -> None:
     """Lock the run folder for this process, or refuse (exit 2) while another session holds it.
 
     Two sessions in one run folder (a `--resume` while the run, or another resume, still runs) would both
@@ -252,8 +259,7 @@ def hold_run(run: Path, run_id: str) -> None:
     except OSError as error:  # no flock on this file system (some NFS, Lustre mounted without it): run unlocked
         os.close(fd)
         logging.getLogger("ddpbench").warning(
-            f"run {run_id!r}'s folder cannot be locked ({error.strerror or error}): another session resuming it "
-            "at the same time would not be refused, and the two would run its configurations over each other's rows"
+            f"run {run_id!r}'s folder cannot be locked ({error.strerror or error}): {unlocked}"
         )
         _held[key] = None
         return

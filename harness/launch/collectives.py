@@ -30,6 +30,10 @@ from harness.results.layout import RunFolder
 from harness.results.values import counted
 
 RANK_MODULE = "harness.rank.collectives"
+UNLOCKED = (
+    "while it runs, `predict` reads its world size in flight, which has kept nothing yet, as a launch that failed"
+)
+"""What a collectives run unlocked costs: the lock is only what tells a reader it still runs."""
 
 
 class LaunchFailed(RuntimeError):
@@ -102,7 +106,7 @@ def run_collectives(
     """
     plan = create_collectives_run(config, run_id=run_id, environment=environment)
     if config.node_rank == 0:  # the other nodes share node 0's folder and session, as bench's do
-        hold_run(plan.run, run_id)  # while held, a launch with nothing kept yet reads as in progress, not failed
+        hold_run(plan.run, run_id, unlocked=UNLOCKED)  # while held, a launch with nothing kept yet reads as running
     try:
         for world in config.world_sizes:
             began = time.monotonic()

@@ -373,3 +373,33 @@ def test_a_collectives_launch_still_running_is_said_to_run_not_to_have_failed(tm
         bench_run.release_runs()
     counts.warn_unmeasured_world(network.measured_network(run), 3)  # its session gone, the launch kept nothing
     assert "launch at 4 ranks failed, nothing kept" in capsys.readouterr().err
+
+
+def test_run_collectives_holds_its_run_while_it_launches_and_says_what_running_unlocked_costs(
+    tmp_path, monkeypatch, caplog
+):
+    """795e3b9d's reading rests on run_collectives holding the run's lock through its launches, which no test ran;
+    where the folder cannot be locked (NFS without flock), its warning spoke of bench's resumes, which collectives
+    has none of."""
+    import errno
+    import os
+
+    from harness.config.collectives import CollectivesConfig
+    from harness.launch import bench_run, collectives
+    from harness.results.layout import session_running
+
+    config = CollectivesConfig(gpus=4, device="cpu", backend="gloo", sizes=(1024, 4096), iters=1, warmup=0,
+                               results=tmp_path)  # fmt: skip
+    seen = []
+    monkeypatch.setattr(collectives, "launch_world", lambda config, plan, world, **_: seen.append(
+        (world, session_running(plan.run))))  # fmt: skip
+    run = collectives.run_collectives(config, run_id="held", environment={})
+    assert seen == [(2, True), (4, True)] and not session_running(run)  # held while it launches, let go at its end
+
+    def no_flock(fd, operation):
+        raise OSError(errno.ENOLCK, os.strerror(errno.ENOLCK))
+
+    monkeypatch.setattr(bench_run.fcntl, "flock", no_flock)
+    collectives.run_collectives(config, run_id="unlockable", environment={})
+    [warned] = [record.getMessage() for record in caplog.records]
+    assert warned.endswith(f"cannot be locked (No locks available): {collectives.UNLOCKED}") and "resum" not in warned
