@@ -265,7 +265,8 @@ def machine_summary(meta: dict[str, Any], configs: pd.DataFrame) -> str:
 
 def hosts_text(meta: dict[str, Any]) -> str:
     """The run's host, or on a run across nodes every node's (run.json's `nodes`, node 0's record of each node's
-    launch): 'the run spanned 2 nodes: node 0 host-a (torch 2.5.1, git 1a2b3c4); node 1 host-b (…)'."""
+    launch): 'the run spanned 2 nodes: node 0 host-a (torch 2.5.1, git 1a2b3c4); node 1 host-b (…)'; a node node 0
+    could not learn of, 'node 1 unknown host (its launcher left no plan …)'."""
     nodes = meta.get("nodes") or []
     if len(nodes) < 2:
         return str((meta.get("environment") or {}).get("hostname") or "")
@@ -274,7 +275,7 @@ def hosts_text(meta: dict[str, Any]) -> str:
         gpus = f"{node['gpu_count']} × {node['gpu_name']}" if node.get("gpu_name") and node.get("gpu_count") else None
         torch, git = (f"{name} {node[key]}" if node.get(key) else None for key, name in
                       (("torch_version", "torch"), ("git_sha", "git")))  # fmt: skip
-        known = ", ".join(fact for fact in (gpus, torch, git) if fact)
+        known = ", ".join(fact for fact in (gpus, torch, git, node.get("unknown")) if fact)  # or why not known
         said.append(
             f"node {node.get('node_rank')} {node.get('hostname') or 'unknown host'}" + f" ({known})" * bool(known)
         )

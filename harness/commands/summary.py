@@ -67,10 +67,6 @@ def summarize(plan, wall_s: float, *, parity_failed: int = 0, run_command: tuple
     totals = write_summary(plan, wall_s, complete=True)
     if plan.node_rank:  # node 0 holds the run: the counts, summary.json and the answer are its last lines
         return node_ended(plan, wall_s, failed=totals["status_counts"].get("failed", 0))
-    if any(cfg.nnodes > 1 for cfg in plan.configurations):  # run.json's environment is node 0's: every node's host
-        from harness.launch.bench_run import record_nodes
-
-        record_nodes(plan.run)
     text = counts_text(totals["status_counts"], parity_failed=parity_failed)
     sessions = totals["sessions"]
     wall = console.seconds_text(wall_s)
@@ -135,7 +131,7 @@ def write_summary(plan, wall_s: float, *, complete: bool) -> dict[str, Any]:
     """The run's `summary.json`: this session's figures (its counts, wall time, training steps and where the wall
     time went) added to the earlier sessions' (a run stopped and finished with `--resume` is one run; `session`
     keeps the latest session's own), written (by node 0's launcher only: the other nodes' run beside it, in its
-    session), and returned."""
+    session; on a run across nodes, with every node into run.json), and returned."""
     from harness.analysis import stats
     from harness.results import store
 
@@ -173,4 +169,8 @@ def write_summary(plan, wall_s: float, *, complete: bool) -> dict[str, Any]:
     }
     if not plan.node_rank:
         store.write_json(Path(plan.run) / layout.SUMMARY_JSON, totals)
+        if any(cfg.nnodes > 1 for cfg in plan.configurations):  # run.json's environment is node 0's: every node's,
+            from harness.launch.bench_run import record_nodes  # where the run ended and where it stopped alike
+
+            record_nodes(plan.run)
     return totals

@@ -212,16 +212,23 @@ NODE_FACTS = ("hostname", "torch_version", "gpu_name", "gpu_count", "git_sha", "
 NODE_PLAN = re.compile(r"^world-.*\.node(\d+)\.json$")
 
 
+NOT_PLANNED = "its launcher left no plan in the run folder (never started, or its --results not this folder)"
+"""Why a node of the run is named without its host: what node 0 could not learn of it."""
+
+
 def record_nodes(run: Path) -> None:
     """On a run across nodes, node 0 writes every node into run.json (`nodes`: its node_rank and NODE_FACTS), from the
-    launch plans each node's launcher kept in the run folder; nothing where only one node's plans are there."""
-    nodes = {}
+    launch plans each node's launcher kept in the run folder, at the run's end and where it stopped alike (a stopped
+    run named node 0's host alone); a node of --nnodes that left no plan is named with `unknown`: why its host is
+    not known. Nothing on one node."""
+    meta = store.read_json(RunFolder(run).run_json)
+    nnodes = int((meta.get("config") or {}).get("nnodes") or 1)
+    nodes = {rank: {"node_rank": rank, **dict.fromkeys(NODE_FACTS), "unknown": NOT_PLANNED} for rank in range(nnodes)}
     for path in sorted((run / layout.PLANS).glob("world-*.node*.json")):
         if (named := NODE_PLAN.match(path.name)) and isinstance(plan := store.read_json(path), dict):
             context, rank = plan.get("context") or {}, int(named.group(1))
             nodes[rank] = {"node_rank": rank, **{fact: context.get(fact) for fact in NODE_FACTS}}
     if len(nodes) > 1:
-        meta = store.read_json(RunFolder(run).run_json)
         store.write_json(RunFolder(run).run_json, {**meta, "nodes": [nodes[rank] for rank in sorted(nodes)]})
 
 

@@ -176,3 +176,28 @@ def test_a_resumed_runs_other_node_plans_with_its_own_host_not_node_0s(tmp_path,
     for rank in ("1", "0"):
         assert cli.main(["bench", "--resume", "job", "--results", str(tmp_path), "--node-rank", rank]) == 2
     assert asked == [env.host_facts(), None], capsys.readouterr().err
+
+
+def test_a_stopped_run_across_nodes_names_every_node_and_which_it_could_not_learn(tmp_path):
+    """Stopped (Ctrl-C on node 0, or node 1 killed and the wait for it stopped), a two-node run's run.json had no
+    `nodes` and its run page named node 0's host alone; a finished one named both. A node of --nnodes that left no
+    plan is named, with why its host is not known."""
+    from types import SimpleNamespace
+
+    from harness.commands.summary import write_summary
+    from reports.aggregate import hosts_text
+
+    run = tmp_path / "job"
+    shutil.copytree(FIXTURE, run)
+    meta = store.read_json(run / "run.json")
+    store.write_json(run / "run.json", {**meta, "config": {**meta.get("config", {}), "nnodes": 3}})
+    for rank, host in ((0, "a"), (1, "b")):  # node 2 never planned: its launcher never started
+        store.write_json(run / "plan" / f"world-2.node{rank}.json", {"node_rank": rank, "context": {"hostname": host}})
+    planned = [SimpleNamespace(config_id="0000-w1-mlp-tiny-local", nnodes=3)]
+    plan = SimpleNamespace(run=run, node_rank=0, configurations=planned, phases_s={}, launches=["world-2.node0"])
+    write_summary(plan, 12.0, complete=False)  # as bench's stop writes it
+    nodes = store.read_json(run / "run.json")["nodes"]
+    assert [(node["node_rank"], node["hostname"]) for node in nodes] == [(0, "a"), (1, "b"), (2, None)]
+    assert hosts_text(store.read_json(run / "run.json")) == (
+        f"the run spanned 3 nodes: node 0 a; node 1 b; node 2 unknown host ({bench_run.NOT_PLANNED})"
+    )
