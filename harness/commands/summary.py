@@ -13,6 +13,7 @@ from harness.commands.arguments import EXIT_FAILED, EXIT_OK
 from harness.commands.console import ending, invoked
 from harness.config.bench import RESULTS
 from harness.results import contention, layout
+from harness.results.invocation import on_every_node
 
 # Set by the Makefile's bench, which builds the pages next: the last line does not tell the user to build them.
 REPORT_NEXT_ENV = "DDPBENCH_REPORT_NEXT"
@@ -99,12 +100,14 @@ def summarize(plan, wall_s: float, *, parity_failed: int = 0, run_command: tuple
 
 
 def _across_nodes(failed: int, plan, written, command: str) -> str:
-    """'; 1 failed and 1 not run (…): COMMAND runs them again on every node (…)': the other nodes' launchers cannot
-    follow a relaunch, so a launch across nodes ends at its failure and leaves the rest of it unrun."""
+    """'; 1 failed and 1 not run (…): COMMAND runs them again on every node, with its own --node-rank': the other
+    nodes' launchers cannot follow a relaunch, so a launch across nodes ends at its failure and leaves the rest of it
+    unrun."""
     unrun = sum(cfg.config_id not in written for cfg in plan.configurations)
     left = f" and {unrun} not run (a launch across nodes stops at its first failure)" if unrun else ""
     runs = console.retry_words(failed + unrun, command)
-    return f"; {failed} failed{left}: {runs} on every node (each with its own --node-rank and --rdzv-endpoint)"
+    nnodes = max(cfg.nnodes for cfg in plan.configurations)
+    return f"; {failed} failed{left}: {runs}{on_every_node(nnodes)}"  # the retry line's one wording across nodes
 
 
 def node_ended(plan, wall_s: float, *, failed: int) -> int:

@@ -17,6 +17,7 @@ from harness.config.grid import Configuration
 from harness.handoff import faults
 from harness.launch import supervise
 from harness.launch.torchrun import LaunchEnd, where
+from harness.results.invocation import on_every_node, retry_words
 
 RANK_PREFIX = re.compile(r"^\[(?:default)?rank\d+\]:\s*")  # torch's prefix on a rank's lines, where it adds one
 LAUNCHER_ERRORS = ("ChildFailedError", "torch.distributed.elastic.")
@@ -115,8 +116,7 @@ def nodes_never_met(cfg: Configuration, end: LaunchEnd) -> str | None:
     return (f"{waited}, and no rank started a configuration: across {cfg.nnodes} nodes they start once every node "
             "has joined (torchrun's rendezvous, then the process group); a node that never came (its launcher not "
             "started, given another --run-id or --rdzv-endpoint, or unable to reach the endpoint) holds the rest: "
-            "start the same command on every node (each its --node-rank), e.g. `bench --resume RUN_ID "
-            "--retry-failed` on each")  # fmt: skip
+            f"{retry_words(2, '`bench --resume RUN_ID --retry-failed`')}{on_every_node(cfg.nnodes)}")  # fmt: skip
 
 
 def _echo_file(run: Path, config_id: str, died: dict[str, Any], rank_failures: list[dict]) -> dict[str, Any]:

@@ -11,6 +11,8 @@ from typing import Any
 
 import torch.distributed as dist
 
+from harness.results.invocation import on_every_node
+
 
 class PlanMismatchError(RuntimeError):
     """The nodes of a launch planned different configurations."""
@@ -52,7 +54,7 @@ def mismatch_words(plans: list[dict[str, Any]]) -> str | None:
         said.append(f"node {node} (host {host}) planned other configurations than node {reference['node']} "
                     f"(host {reference['host']}): {differs}")  # fmt: skip
     advice = ("nothing of this launch was measured; every node must run the same bench command (only --node-rank "
-              "differs): `bench --resume RUN_ID --retry-failed` on each runs node 0's plan")  # fmt: skip
+              f"differs): `bench --resume RUN_ID --retry-failed` runs node 0's plan{on_every_node(2)}")  # fmt: skip
     return "; ".join(said) + ": " + advice
 
 

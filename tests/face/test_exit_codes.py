@@ -69,6 +69,6 @@ def test_a_failed_several_node_run_counts_what_it_left_unrun_and_resumes_on_ever
         assert summary.summarize(plan, 1.0) == arguments.EXIT_FAILED
         out = capsys.readouterr().out
         hint = ("; 1 failed and 1 not run (a launch across nodes stops at its first failure): "
-                f"{invoked.resume_hint('job', tmp_path, more=('--retry-failed',))} runs them again on every node "
-                "(each with its own --node-rank and --rdzv-endpoint)")  # fmt: skip
+                f"{invoked.resume_hint('job', tmp_path, more=('--retry-failed',))} runs them again on every node, "
+                "with its own --node-rank")  # fmt: skip  # the one wording: the stopped line's, a failure's
         assert (hint in out) is said, out

@@ -34,7 +34,9 @@ def test_a_node_with_another_cap_is_named_with_what_only_each_side_planned():
         "0001-cap5; only node 0: 0001-cap1, 0002-cap25: nothing of this launch was measured"
     )
     assert words.count("node 1 (host") == 1  # one sentence a node, not one a rank
-    assert "--resume RUN_ID --retry-failed` on each" in words
+    assert words.endswith(
+        "`bench --resume RUN_ID --retry-failed` runs node 0's plan on every node, with its own --node-rank"
+    )  # the retry across nodes in the one wording every line gives it
 
 
 def test_the_same_ids_with_other_settings_still_differ():
