@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import re
+import time
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,7 @@ from harness.commands.console import ending, invoked
 from harness.config.bench import RESULTS
 from harness.results import contention, layout
 from harness.results.invocation import on_every_node
+from harness.results.values import counted
 
 # Set by the Makefile's bench, which builds the pages next: the last line does not tell the user to build them.
 REPORT_NEXT_ENV = "DDPBENCH_REPORT_NEXT"
@@ -67,7 +69,7 @@ def summarize(plan, wall_s: float, *, parity_failed: int = 0, run_command: tuple
     run's bench command, which a fix its failures name is given with."""
     totals = write_summary(plan, wall_s, complete=True)
     if plan.node_rank:  # node 0 holds the run: the counts, summary.json and the answer are its last lines
-        return node_ended(plan, wall_s, failed=totals["status_counts"].get("failed", 0))
+        return node_ended(plan, wall_s)
     text = counts_text(totals["status_counts"], parity_failed=parity_failed)
     sessions = totals["sessions"]
     wall = console.seconds_text(wall_s)
@@ -110,14 +112,42 @@ def _across_nodes(failed: int, plan, written, command: str) -> str:
     return f"; {failed} failed{left}: {runs}{on_every_node(nnodes)}"  # the retry line's one wording across nodes
 
 
-def node_ended(plan, wall_s: float, *, failed: int) -> int:
+def node_ended(plan, wall_s: float) -> int:
     """Another node's last line: what its launcher did. Node 0 writes the rows, their verdicts and summary.json, and may
-    still be writing them as this node ends: their counts and the answer are its own last lines."""
+    still be writing them as this node ends: their counts and the answer are its own last lines; its exit status is
+    node 0's as its rows say it (`_node_zero_verdict`), or said where this node cannot learn it."""
+    code, unlearnt = _node_zero_verdict(plan)
     launches = f"{len(plan.launches)} launch{'es' if len(plan.launches) != 1 else ''}"
     console.say(f"ddpbench: node {plan.node_rank}'s part of run {plan.run_id} ended in {console.seconds_text(wall_s)} "
                 f"({launches} of its ranks); node 0 holds the run: its last lines give the counts and the answer, its "
-                f"summary.json the run's time; results in {plan.run}/")  # fmt: skip
-    return EXIT_FAILED if failed else EXIT_OK
+                f"summary.json the run's time; results in {plan.run}/{unlearnt}")  # fmt: skip
+    return code
+
+
+def _node_zero_verdict(plan) -> tuple[int, str]:
+    """Node 0's exit status, as another node can learn it: EXIT_FAILED once a row failed, EXIT_OK once every
+    configuration this node planned is written and none failed. Node 0 records a failure only after its own launch
+    ends, and rank 0 writes a row as its peers end: node 1 read the rows once at its end and said 0 of a run node 0
+    said 1 of. Waited for up to NODE_ZERO_WAIT_S; where node 0's rows never came (not on this node's disk, or node 0
+    gone), EXIT_FAILED and, in words, why it is node 0's status that counts."""
+    from harness.launch.bench_run import NODE_ZERO_WAIT_S
+    from harness.results import store
+
+    if not layout.RunFolder(plan.run).run_json.is_file():  # node-local disks: node 0's rows are on its own
+        return EXIT_OK, "; its rows are on node 0's disk, not here: node 0's exit status says whether a row failed"
+    planned, deadline = {c.config_id for c in plan.configurations}, time.monotonic() + NODE_ZERO_WAIT_S
+    while True:
+        written = store.written_config_ids(plan.run)
+        if written and (store.read_configs(plan.run)["status"] == "failed").any():
+            return EXIT_FAILED, ""
+        if planned <= written:
+            return EXIT_OK, ""
+        if time.monotonic() > deadline:
+            unwritten = counted(len(planned - written), "configuration")
+            return EXIT_FAILED, (f"; exit {EXIT_FAILED}: {unwritten} of its plan not written by node 0 within "
+                                 f"{NODE_ZERO_WAIT_S:.0f} s of its end (node 0 stopped or gone?): node 0's exit status "
+                                 "is the run's")  # fmt: skip
+        time.sleep(0.5)
 
 
 def earlier_sessions(run: Path) -> dict[str, Any]:

@@ -201,3 +201,60 @@ def test_a_stopped_run_across_nodes_names_every_node_and_which_it_could_not_lear
     assert hosts_text(store.read_json(run / "run.json")) == (
         f"the run spanned 3 nodes: node 0 a; node 1 b; node 2 unknown host ({bench_run.NOT_PLANNED})"
     )
+
+
+def _written_late(run: Path, config_id: str, status: str, after_s: float = 0.3):
+    """A row node 0 writes `after_s` after this node ended: its launcher records a failure once its own launch ends."""
+    import os
+    import threading
+    import time
+
+    import pandas as pd
+
+    def write() -> None:
+        time.sleep(after_s)
+        row = pd.read_parquet(run / "configs" / "0007-w2-mlp-tiny-stock-bucket_cap_mb25.parquet")
+        row = row.assign(config_id=config_id, status=status)
+        hidden = run / "configs" / f".{config_id}.parquet"  # as the store writes: whole, then renamed into sight
+        row.to_parquet(hidden)
+        os.replace(hidden, run / "configs" / f"{config_id}.parquet")
+
+    thread = threading.Thread(target=write)
+    thread.start()
+    return thread
+
+
+@pytest.mark.parametrize("status, code", [("failed", 1), ("ok", 0)])
+def test_another_nodes_exit_status_is_node_0s_though_its_row_comes_after_this_node_ends(tmp_path, status, code):
+    """A configuration that failed on node 0's ranks is recorded by node 0's launcher after its launch ends; node 1
+    read the rows once as it ended, and exited 0 of a run node 0 exited 1 of. It now waits for its plan's rows."""
+    from types import SimpleNamespace
+
+    from harness.commands import summary
+
+    run = tmp_path / "job"
+    shutil.copytree(FIXTURE, run)
+    late = _written_late(run, "0008-w2-mlp-tiny-stock-late", status)
+    planned = [SimpleNamespace(config_id="0008-w2-mlp-tiny-stock-late", nnodes=2)]
+    plan = bench_run.BenchRun("job", run, "cpu", 1, planned, {}, launches=["world-2.node1"], node_rank=1)
+    assert summary.summarize(plan, 30.0) == code
+    late.join()
+    assert summary.summarize(plan, 30.0) == code  # read again once written: the status node 0 gives
+
+
+def test_another_node_whose_plan_node_0_never_writes_says_node_0s_status_is_the_runs(tmp_path, capsys, monkeypatch):
+    """Node 0 stopped or gone: its rows never come; node 1 does not exit 0 as if all were measured, and says why."""
+    from types import SimpleNamespace
+
+    from harness.commands import summary
+
+    run = tmp_path / "job"
+    shutil.copytree(FIXTURE, run)
+    monkeypatch.setattr(bench_run, "NODE_ZERO_WAIT_S", 0.2)
+    planned = [SimpleNamespace(config_id="0008-w2-mlp-tiny-stock-never", nnodes=2)]
+    plan = bench_run.BenchRun("job", run, "cpu", 1, planned, {}, launches=["world-2.node1"], node_rank=1)
+    assert summary.summarize(plan, 30.0) == 1
+    assert capsys.readouterr().out.endswith(
+        f"results in {run}/; exit 1: 1 configuration of its plan not written by node 0 within 0 s of its end (node 0 "
+        "stopped or gone?): node 0's exit status is the run's\n"
+    )
