@@ -18,6 +18,7 @@ import pandas as pd
 
 from harness.config.units import parse_bandwidth, parse_latency
 from harness.results import model_tables, store
+from harness.results.invocation import on_every_node
 from harness.results.layout import session_running
 
 
@@ -128,6 +129,7 @@ class Network:
     others: dict[str, dict[int, Link]] = dataclasses.field(default_factory=dict)  # the other collectives' fits, by op
     unfinished: dict[int, Path] = dataclasses.field(default_factory=dict)  # launched, nothing kept: each one's log
     in_progress: bool = False  # the collectives run is still being written: its last unfinished launch may be running
+    fewer_nodes: str = ""  # where it spanned fewer nodes than the run it prices: that, in one line (`fewer_nodes`)
 
 
 def given_network(*, busbw_bytes_per_s: float, latency_s: float) -> Network:
@@ -221,7 +223,27 @@ def network_for_run(results: Path, run: Path) -> Network | None:
         return given_network(busbw_bytes_per_s=parse_bandwidth(config["busbw"]),
                              latency_s=parse_latency(config.get("latency") or "0us"))  # fmt: skip
     collectives_run = matching_collectives(results, meta)
-    return measured_network(collectives_run) if collectives_run is not None else None
+    if collectives_run is None:
+        return None
+    return dataclasses.replace(measured_network(collectives_run), fewer_nodes=fewer_nodes(collectives_run, meta))
+
+
+def fewer_nodes(collectives_run: Path, meta: dict) -> str:
+    """Where the collectives run that prices a run spanned fewer nodes than the run did (none across as many is in
+    its results folder: `matching_collectives` takes one there first), that in one line, and the command that
+    measures it; '' else. A run across nodes priced on one node's network was once priced so without a word."""
+    measured, spanned = _nodes(model_tables.read_collectives_meta(collectives_run)), _nodes(meta)
+    if measured >= spanned:
+        return ""
+    on = "one node" if measured == 1 else f"{measured} nodes"
+    config = meta.get("config") or {}
+    command = (
+        f"ddpbench collectives --gpus {config.get('gpus') or 1} --nnodes {spanned} --rdzv-endpoint "
+        f"{config.get('rdzv_endpoint') or 'HOST:PORT'} --run-id NEW_ID --results {collectives_run.parent}"
+    )
+    return (f"run {meta.get('run_id') or 'this run'} spanned {spanned} nodes, but the network it is priced on, "
+            f"collectives run {collectives_run.name}'s, was measured on {on}: its collectives between nodes are priced "
+            f"as within {on} (measured by `{command}`{on_every_node(spanned)})")  # fmt: skip
 
 
 def collectives_command(run: Path, *, program: str = "ddpbench") -> str:

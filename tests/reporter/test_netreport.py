@@ -574,6 +574,35 @@ def test_a_collectives_run_across_nodes_is_fitted_as_the_network_and_prices_a_ru
     assert network.matching_collectives(results, {**run_meta, "config": {"nnodes": 1}}).name == "net"
 
 
+def test_a_run_across_nodes_priced_on_a_one_node_network_says_so_in_one_line(built, tmp_path):
+    """A two-node bench run beside a one-node collectives run was priced on it without a word (predict --run, the
+    run page's floor and curves); it is said where that is so, and not once a run across as many nodes is there."""
+    from types import SimpleNamespace
+
+    from harness.perfmodel import network
+    from reports.pages.run.model_section import fewer_nodes_note
+
+    results = tmp_path / "results"
+    shutil.copytree(built[0], results)
+    run = results / "bucket_sweep"
+    meta = store.read_run_meta(run)
+    config = {**meta.get("config", {}), "gpus": 1, "nnodes": 2, "rdzv_endpoint": "node0:29500"}
+    store.write_json(run / "run.json", {**meta, "environment": {"hostname": "golden"}, "config": config})
+    said = network.network_for_run(results, run).fewer_nodes
+    assert said == (
+        "run bucket_sweep spanned 2 nodes, but the network it is priced on, collectives run net's, was measured on one "
+        "node: its collectives between nodes are priced as within one node (measured by `ddpbench collectives --gpus 1 "
+        f"--nnodes 2 --rdzv-endpoint node0:29500 --run-id NEW_ID --results {results}` on every node, with its own "
+        "--node-rank)"
+    )
+    assert (
+        fewer_nodes_note(SimpleNamespace(run_path=str(run)))
+        == f"<p class=note>Priced on fewer nodes: {html.escape(said)}.</p>"
+    )
+    store.write_json(run / "run.json", {**meta, "environment": {"hostname": "golden"}, "config": {"nnodes": 1}})
+    assert network.network_for_run(results, run).fewer_nodes == ""  # one node on one node: nothing to say
+
+
 def test_a_world_size_launched_across_nodes_and_never_kept_is_named_with_node_0s_log(tmp_path):
     from harness.perfmodel import network
 

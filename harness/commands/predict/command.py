@@ -203,6 +203,8 @@ def _from_run(args: argparse.Namespace, given, caps, run_dir: Path, *, device):
         measure = collectives_command(run_dir, program=invoked.ddpbench_command())  # as typed: pasted here
         raise ConfigError(f"no `ddpbench collectives` run from this run's machine in {str(beside)!r}; run "
                           f"`{measure}` on it, or give --busbw (and --latency)")  # fmt: skip
+    if network.fewer_nodes:  # a run across nodes priced on a network measured on fewer
+        console.warning(network.fewer_nodes)
     inputs.say_setup_choice(run_dir, matched)
     profile, source = gradient_profile._profile_for_run(run_dir, setup, device=device)
     predictions.predict_profile(setup, profile, source)

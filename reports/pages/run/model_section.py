@@ -27,6 +27,8 @@ def model_section(run: RunData, workloads: list[str], figs: FigureList) -> str:
     if run.floor.empty and run.predictions.empty:
         parts.append(no_network(run))
         return "\n".join(parts)
+    if note := fewer_nodes_note(run):
+        parts.append(note)
     for workload in workloads:
         if not run.floor.empty:
             parts.append(floor_figure(run, workload, figs))
@@ -69,6 +71,18 @@ def shipped_check(run: RunData) -> str:
             "first bucket, then 25 MiB), calibrated on the run's one-rank steps:</p>"
             f"<ul>{items}</ul><p>A later run's steps: <code>ddpbench predict --run {run_id} --against "
             "LATER_RUN</code>.</p>") if rows else ""  # fmt: skip
+
+
+def fewer_nodes_note(run: RunData) -> str:
+    """Where the floor and the curves of a run across nodes are priced on a network measured on fewer nodes, that in
+    one line (`network.fewer_nodes`, as `predict --run` warns it); '' else."""
+    from harness.perfmodel.network import network_for_run
+
+    folder = Path(run.run_path) if run.run_path else None
+    network = network_for_run(folder.parent, folder) if folder is not None and folder.is_dir() else None
+    if network is None or not network.fewer_nodes:
+        return ""
+    return f"<p class=note>Priced on fewer nodes: {esc(network.fewer_nodes)}.</p>"
 
 
 def swept_reference(run: RunData, workloads: list[str]) -> bool:
