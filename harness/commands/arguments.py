@@ -148,7 +148,8 @@ COMPARE_EPILOG = (
     textwrap.fill(
         "exit codes: 0 every ok configuration of BASE matched and none slower; 1 some significantly slower, or with "
         "its peak memory per rank significantly beyond --memory-threshold (GPU: peak reserved; CPU: peak RSS), or "
-        "failed in NEW where BASE measured it; 2 bad input (two runs of different models too); 3 none slower, but "
+        "failed in NEW where BASE measured it; 2 bad input (two runs of different models, or a BASE configuration "
+        "none of whose steps can be read, too); 3 none slower, but "
         "the evidence is short: too few repeats to tell, a setting differs, no ok result in NEW, or nothing matched "
         "at all; 4 compare itself could "
         "not finish. Runs meant to be compared: bench --repeats 5 or more (five decide 5% for one configuration when "

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 
 from harness import cli
 from harness.commands.console import invoked
@@ -112,6 +113,42 @@ def test_an_unparsable_timestamp_skips_that_part_by_name_and_compares_the_rest(t
     said = f"skipping {part}: a value its column cannot hold (ValueError: Invalid isoformat string: 'yesterday')"
     assert said in caplog.messages  # on stderr through the library's logger (cli.main sets it up)
     assert code == 0 and "1 configuration matched" in out.out and "no significant change" in out.out
+
+
+def with_fsdp_whose_steps_are_cut(results, side: str, cut: str) -> None:
+    """base and new, each with stock (3 repeats) and fsdp (one); `side`'s fsdp steps part cut short (or overwritten
+    by another tool's Parquet)."""
+    for run_id in ("base", "new"):
+        fake_run(results, run_id)
+        steps = [{"run_id": run_id, "config_id": "f", "rank": r, "step": s, "warmup": False, "step_ms": 90.0 + s}
+                 for r in range(2) for s in range(10)]  # fmt: skip
+        store.write_configuration(results / run_id, "f", {"run_id": run_id, "config_id": "f", **KEYS, "impl": "fsdp",
+                                  "dtype": "fp32", "status": "ok", "repeat": 0, "error": None}, steps)  # fmt: skip
+    part = results / side / "steps" / "f.parquet"
+    if cut == "truncated":
+        part.write_bytes(part.read_bytes()[:300])
+    else:
+        pq.write_table(pa.table({"a": [1, 2]}), part)
+
+
+@pytest.mark.parametrize("cut", ["truncated", "another tool's"])
+def test_a_configuration_whose_steps_cannot_be_read_keeps_the_gate_from_passing(tmp_path, capsys, cut):
+    """A NEW (or BASE) whose fsdp steps were cut short in a copy passed the gate, exit 0 on stock's verdict alone:
+    fsdp was never judged, and '0 with no ok result in NEW' said it was. NEW's is no evidence (exit 3); BASE's,
+    the evidence every verdict is held against, is bad input (exit 2, nothing written)."""
+    with_fsdp_whose_steps_are_cut(tmp_path / "r", "new", cut)
+    code, out = compare(capsys, tmp_path / "r")
+    assert code == 3, out
+    said = f"w2 mlp/tiny fsdp: not compared, no ok result in NEW (its steps unreadable: {tmp_path / 'r' / 'new'}/steps)"
+    assert said in out.err and "1 with no ok result in NEW" in out.out, out
+    with_fsdp_whose_steps_are_cut(tmp_path / "b" / "r", "base", cut)
+    code, out = compare(capsys, tmp_path / "b" / "r")
+    assert code == 2, out
+    base = tmp_path / "b" / "r" / "base"
+    assert out.err.endswith(f"ddpbench: error: BASE 'base': no steps of w2 mlp/tiny fsdp can be read ({base}/steps); "
+                            "give a whole copy of BASE, or another BASE run\n")  # fmt: skip
+    assert "Traceback" not in out.err and not (tmp_path / "b" / "site").exists()
+    assert not (tmp_path / "b" / "r" / "comparisons").exists()
 
 
 def test_an_unexpected_error_is_one_line_and_exit_4_not_the_slower_code(tmp_path, capsys, monkeypatch):

@@ -267,15 +267,22 @@ def without_counterpart(base_run: Path, new_run: Path, *, across_strategies: boo
     """BASE's ok configurations that NEW cannot vouch for, a line each: (failed in NEW, no ok result in NEW).
 
     A configuration that failed in NEW (in any repeat) where BASE measured it is a regression a gate
-    must catch; one NEW did not run, skipped, or ran with other keys (a dtype, a batch) is no evidence.
+    must catch; one NEW did not run, skipped, or ran with other keys (a dtype, a batch) is no evidence, nor is one
+    NEW says ok of whose steps no part could be read (a copy cut short, another tool's file: named where skipped).
+    Such a configuration of BASE, the evidence every verdict is held against, is bad input (ConfigError).
     """
     keys = match_keys(across_strategies=across_strategies)
     base = _configs(base_run, across_strategies=across_strategies)
     new = _configs(new_run, across_strategies=across_strategies)
+    with_steps = set(store.read_steps(new_run)["config_id"])  # read once a process (store._PARTS_READ)
+    base_steps = set(store.read_steps(base_run)["config_id"])
     new_groups = {_plain(k): g for k, g in new.groupby(keys, dropna=False)} if not new.empty else {}
     stand_ins, failed, missing = _stand_ins(base_run, new_run, keys), [], []
     for key, group in base[base["status"] == "ok"].groupby(keys, dropna=False):
         label = _label({**dict(zip(keys, key, strict=True)), "impl": group["impl"].iloc[0]})
+        if not base_steps & set(group["config_id"]):  # else it drops out of the gate unsaid
+            raise ConfigError(f"BASE {base_run.name!r}: no steps of {label} can be read ({base_run}/steps); give a "
+                              "whole copy of BASE, or another BASE run")  # fmt: skip
         found, words = stand_ins.get(_plain(key), (_plain(key), ""))
         label += f" ({words})" if words else ""
         counterpart = new_groups.get(found)
@@ -291,6 +298,8 @@ def without_counterpart(base_run: Path, new_run: Path, *, across_strategies: boo
             if why == "not in NEW" and not (new_run / SUMMARY_JSON).exists():  # a run still going: not yet, not never
                 why = "not yet run"
             missing.append(f"{label}: not compared, no ok result in NEW ({why})")
+        elif not with_steps & set(counterpart.loc[statuses == "ok", "config_id"]):
+            missing.append(f"{label}: not compared, no ok result in NEW (its steps unreadable: {new_run}/steps)")
     return failed, missing
 
 
