@@ -542,6 +542,22 @@ def test_a_spec_that_names_nothing_is_one_line_exit_2(capsys, tmp_path, spec, sa
     assert said in refused(capsys, tmp_path, "--workloads", spec)
 
 
+@pytest.mark.parametrize("command", ["bench", "list", "predict"])
+def test_a_file_that_is_no_python_file_is_one_line_exit_2_in_every_command(capsys, tmp_path, command):
+    """`--workloads notes.txt:Net` (a path, so read as a file) raised AttributeError: 'NoneType' object has no
+    attribute 'loader', a traceback in bench, list and predict alike."""
+    (tmp_path / "notes.txt").write_text("class Net: pass\n")
+    spec = f"{tmp_path / 'notes.txt'}:Net"
+    said = "workload file 'notes.txt' is not a Python file; give FILE.py:NAME"
+    if command == "bench":
+        assert said in refused(capsys, tmp_path, "--workloads", spec)
+        return
+    argv = ["list", spec] if command == "list" else ["predict", "--workload", spec, "--cluster", "dgx-h100"]
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert said in err and err.count("\n") == 1 and "Traceback" not in err, err
+
+
 @pytest.mark.parametrize(
     ("spec", "whole", "part"),
     [

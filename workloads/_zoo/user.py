@@ -72,6 +72,9 @@ def load_file(path: Path) -> Any:
             importlib.import_module(package)
         sys.path.insert(0, str(path.parent))  # first, as `python file.py` has it: its neighbours are its imports
     spec = importlib.util.spec_from_file_location(module_name, path)
+    if spec is None:  # no loader for its suffix (a log, a .txt): importlib says only 'NoneType has no loader'
+        raise ConfigError(f"workload file {path.name!r} is not a Python file; give FILE.py:NAME, e.g. "
+                          "examples/my_workload.py:MyModel (docs/your-model.md)")  # fmt: skip
     module = importlib.util.module_from_spec(spec)
     try:
         spec.loader.exec_module(module)
