@@ -289,6 +289,22 @@ def test_a_run_without_its_machines_collectives_names_the_command_that_measures_
     assert not list(tmp_path.glob("*/collectives"))
 
 
+@pytest.mark.parametrize(
+    ("flag", "typed", "said"),
+    [
+        ("--size", "smal", "--size 'smal' is not valid; choose one of auto, tiny, small, full"),
+        ("--workload", "mpl", "unknown workload 'mpl'; choose one of bert, gpt2, mlp"),
+    ],
+)
+def test_a_misspelt_setup_is_refused_as_such_not_sent_to_bench(tmp_path, capsys, flag, typed, said):
+    """`predict --run RUN --size smal` said 'bench the one you ask for (ddpbench bench --size smal …)': a command that
+    is itself refused; --workload mpl likewise. Each is the typo, named with the valid choices."""
+    _copy("cpu_run", tmp_path)
+    assert cli.main(["predict", "--run", "cpu_run", "--results", str(tmp_path), flag, typed, *CLUSTER]) == 2
+    error = _one_line_error(capsys)
+    assert said in error and "bench the one you ask for" not in error, error
+
+
 def test_a_setup_the_run_did_not_measure_is_refused_with_the_bench_that_would(tmp_path, capsys, monkeypatch):
     """A walkthrough asked for batch 64 of a run benched at batch 4 and was left to guess how to get it."""
     monkeypatch.setattr(invoked, "ddpbench_command", lambda: ".venv/bin/ddpbench")  # a hint names it as typed

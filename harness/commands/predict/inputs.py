@@ -11,7 +11,7 @@ from pathlib import Path
 
 from harness.commands import console
 from harness.commands.console import invoked
-from harness.config.bench import ConfigError
+from harness.config.bench import SIZE_CHOICES, ConfigError
 
 SETUP_FLAGS = (("workload", "--workload"), ("size", "--size"), ("batch_size", "--batch-size"),
                ("optimizer", "--optimizer"))  # fmt: skip
@@ -110,6 +110,12 @@ def matching_setups(run_dir: Path, args: argparse.Namespace) -> list[dict]:
         # any batch: memory is counted at your batch (memory_batch), the rest scales
         return other_batch
     if not chosen:
+        if args.size and args.size not in SIZE_CHOICES:  # a typo ('smal') is refused, not suggested to bench
+            raise ConfigError(f"--size {args.size!r} is not valid; choose one of {', '.join(SIZE_CHOICES)}")
+        if args.workload:  # likewise 'mpl', in bench's words
+            import workloads
+
+            workloads.resolve(args.workload)
         have = ", ".join(map(setup_text, setups))
         bench = " ".join(f"{flag} {getattr(args, key)}" for key, flag in BENCH_FLAGS.items() if getattr(args, key))
         missing = " and ".join(flag for flag, given in (("--cluster", args.cluster), ("--local-step-ms", getattr(
