@@ -18,7 +18,8 @@ SITE   ?= reports/site
 comma := ,
 empty :=
 space := $(empty) $(empty)
-commas = $(subst $(space),$(comma),$(strip $(1)))
+# 'naive stock', 'naive,stock' and 'naive, stock' are one list; '1,,5' stays as typed, for bench to refuse.
+commas = $(subst $(space),$(comma),$(subst $(space)$(comma),$(comma),$(subst $(comma)$(space),$(comma),$(strip $(1)))))
 # Non-empty unless ARGS fixes the repeats (--repeats N): BUDGET bounds --repeats auto only, which refuses it.
 auto_repeats = $(if $(findstring --repeats,$(ARGS)),$(or $(findstring --repeats auto,$(ARGS)),$(findstring --repeats=auto,$(ARGS))),yes)
 

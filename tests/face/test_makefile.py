@@ -26,6 +26,15 @@ def test_bench_variables_become_cli_flags_with_spaces_turned_into_commas():
     assert "ddpbench report" in out  # the report follows a finished run
 
 
+def test_a_list_typed_with_commas_and_spaces_is_one_list_and_an_empty_item_stays_for_bench_to_refuse():
+    """`make bench BUCKETS="1, 25"` (as the CLI takes it) became --bucket-cap-mb 1,,25, refused for an empty item
+    the user never typed."""
+    command = next(line for line in dry_run("bench", "BUCKETS=1, 25", "IMPLS=naive ,stock").splitlines()
+                   if "ddpbench bench" in line)  # fmt: skip
+    assert "--bucket-cap-mb 1,25 " in command and "--impls naive,stock " in command, command
+    assert "--bucket-cap-mb 1,,25 " in dry_run("bench", "BUCKETS=1,,25")
+
+
 def test_sweep_defaults_to_a_ladder_of_bucket_caps_including_ddps_default():
     out = dry_run("sweep", "GPUS=2")
     assert "--bucket-cap-mb 1,5,10,25,50,100" in out
