@@ -785,6 +785,7 @@ def test_predict_on_a_cluster_gives_the_step_per_cap_of_a_runs_profile(small_run
         (["--cluster", "fitted.toml"], "fitted_nodes = 1.5 is not valid"),
         (["--cluster", "dgx-h100", "--save-profile", "fit.toml"], "--save-profile 'fit.toml' needs --nccl-tests"),
         (["--nccl-tests", "cut.txt", "--save-profile", "fit.txt"], "'fit.txt': a cluster profile is a .toml file"),
+        (["--cluster", "dgx-h100", "--save-anyway"], "--save-anyway needs --save-profile FILE.toml"),
         (["--cluster", "dgx-h100", "--sizes", "3"], "'3' is not valid; a message holds at least one float"),
         (["--cluster", "dgx-h100", "--sizes", "8,6"], "'8,6' is not valid: 6 B is not a whole number of 4-byte"),
         (["--cluster", "dgx-h100", "--out", "log.json/rows.csv"], "'log.json/rows.csv'"),

@@ -43,6 +43,9 @@ def check_flags(args: argparse.Namespace) -> None:
         predict_input.check_out(Path(args.out))
     if args.save_profile is not None:
         predict_input.check_save_profile(args)
+    elif args.save_anyway:  # else ignored unsaid: the user believes a fit was kept that never was
+        raise ConfigError("--save-anyway needs --save-profile FILE.toml (and --nccl-tests FILE): it saves a fit "
+                          "refused as poor or as another GPU's")  # fmt: skip
     if args.collective not in COLLECTIVES:
         raise ConfigError(f"--collective {args.collective!r} is not valid; choose one of {', '.join(COLLECTIVES)}")
     scaling.check_local_flags(args)  # --local-step-ms, and the parts of it given apart
