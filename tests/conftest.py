@@ -105,6 +105,16 @@ def no_zygote_outlives_its_test():
 
 
 @pytest.fixture
+def no_early_ranks():
+    """For a test whose command launches nothing (it refuses its input, or the test stops it before its launch):
+    `bench` and `collectives` begin their ranks' imports before their checks (tests/bad_input.py: no_early_ranks)."""
+    from bad_input import no_early_ranks
+
+    with no_early_ranks():
+        yield
+
+
+@pytest.fixture
 def single_rank(monkeypatch):
     """A one-rank gloo process group in this process, as torchrun would set it up."""
     with socket.socket() as s:

@@ -220,7 +220,7 @@ def test_collectives_warns_when_its_ranks_outnumber_the_cores(capsys, monkeypatc
     ],
 )  # fmt: skip
 def test_a_bad_list_or_number_of_predict_and_collectives_is_refused_in_one_line(capsys, tmp_path, monkeypatch, args,
-                                                                               said):  # fmt: skip
+                                                                               said, no_early_ranks):  # fmt: skip
     from harness.commands.predict import gradient_profile
 
     def profiled(*_, **__):  # `--nodes 100000` was refused after a profile's steps (a busy machine's warning first)

@@ -262,7 +262,9 @@ def test_a_gap_bucket_timeline_would_take_apart_is_said_with_the_runs_own_comman
     ]
 
 
-def test_a_fault_set_is_said_at_the_start_and_marked_on_the_run_page_and_index(capsys, tmp_path, monkeypatch):
+def test_a_fault_set_is_said_at_the_start_and_marked_on_the_run_page_and_index(
+    capsys, tmp_path, monkeypatch, no_early_ranks
+):
     """A DDPBENCH_FAULT left set in CI made B2's 'fsdp leads … 3.44× faster than stock' with stock held back on
     purpose, said only in the page's raw environment JSON: bench warns at its start, before any launch, and the run
     page and the index's answer cell say the run had a fault injected."""

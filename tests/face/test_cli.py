@@ -189,7 +189,7 @@ def test_a_run_whose_run_json_is_not_json_is_refused_in_one_line(capsys, tmp_pat
     [["collectives", "--results", "/proc/x", "--sizes", "1KiB:4KiB"], ["report", "--out", "/proc/x"],
      ["predict", "--cluster", "dgx-h100", "--nodes", "1", "--sizes", "1MiB", "--out", "/proc/x.csv"]],
 )  # fmt: skip
-def test_an_output_where_nothing_can_be_made_is_refused_before_anything_runs(capsys, argv):
+def test_an_output_where_nothing_can_be_made_is_refused_before_anything_runs(capsys, argv, no_early_ranks):
     """Root passes the permission bits' check everywhere; /proc (or a read-only mount) then failed on the first
     write, with a traceback."""
     assert cli.main(argv) == 2

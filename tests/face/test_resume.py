@@ -196,7 +196,7 @@ def test_resume_of_a_run_json_without_a_plan_is_refused_in_one_line(tmp_path, ca
     assert sorted(p.name for p in (tmp_path / "cpu_run").rglob("*")) == before
 
 
-def test_retry_failed_without_resume_is_refused(tmp_path, capsys):
+def test_retry_failed_without_resume_is_refused(tmp_path, capsys, no_early_ranks):
     code, _, err = bench(capsys, tmp_path / "results", "--retry-failed", *TINY)
     assert code == 2 and "--retry-failed needs --resume RUN_ID" in err and not (tmp_path / "results").exists()
 

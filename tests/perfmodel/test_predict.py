@@ -662,7 +662,7 @@ def test_a_bench_run_without_busbw_or_collectives_has_no_network(tmp_path):
 
 
 @pytest.mark.parametrize(("flags", "named"), [(["--busbw", "fast"], "fast"), (["--latency", "30us"], "--busbw")])
-def test_bench_rejects_a_bad_network_before_writing_anything(tmp_path, capsys, flags, named):
+def test_bench_rejects_a_bad_network_before_writing_anything(tmp_path, capsys, flags, named, no_early_ranks):
     assert cli.main(["bench", *flags, "--results", str(tmp_path / "r")]) == 2
     assert named in capsys.readouterr().err
     assert not (tmp_path / "r").exists()

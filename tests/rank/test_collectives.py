@@ -151,7 +151,7 @@ def test_a_killed_rank_is_named_with_its_signal_and_no_rank_is_left(tmp_path, mo
         (["--rdzv-endpoint", "node0:http"], "--rdzv-endpoint 'node0:http' is not valid"),
     ],
 )
-def test_bad_collectives_input_is_one_line_exit_2_and_writes_nothing(tmp_path, capsys, flags, named):
+def test_bad_collectives_input_is_one_line_exit_2_and_writes_nothing(tmp_path, capsys, flags, named, no_early_ranks):
     assert cli.main(["collectives", *flags, "--results", str(tmp_path / "r")]) == 2
     err = capsys.readouterr().err
     assert named in err and len(err.strip().splitlines()) == 1
