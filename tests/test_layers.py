@@ -11,7 +11,9 @@ measure).
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 
@@ -72,18 +74,37 @@ def imported_modules(path: Path) -> set[str]:
     """Every project module a file imports, at the top or inside a function."""
     found: set[str] = set()
     package = module_name(path) if path.name == "__init__.py" else module_name(path).rpartition(".")[0]
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.Import):
-            found.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
+    for statement in import_statements(path.read_text()):
+        if statement.module is None:  # `import a.b`
+            found.update(statement.names)
+        else:
+            base = statement.module
+            if statement.level:
                 base = ".".join(
-                    package.split(".")[: len(package.split(".")) - node.level + 1] + ([base] if base else [])
+                    package.split(".")[: len(package.split(".")) - statement.level + 1] + ([base] if base else [])
                 )
             # `from harness import x` imports the module harness.x
-            found.update(f"{base}.{alias.name}" if layer_of(f"{base}.{alias.name}") else base for alias in node.names)
+            found.update(f"{base}.{name}" if layer_of(f"{base}.{name}") else base for name in statement.names)
     return {m for m in found if layer_of(m)}
+
+
+class ImportStatement(NamedTuple):
+    module: str | None
+    """`from module import names` ('' with a level alone: `from . import x`); None for `import names`."""
+    names: tuple[str, ...]
+    level: int
+    line: int
+
+
+@functools.cache
+def import_statements(source: str) -> tuple[ImportStatement, ...]:
+    """Every import statement of a module's text, at the top or inside a function: parsed once a text, as each
+    module's layer test, the circle check and the check of imported names all read them."""
+    return tuple(
+        ImportStatement((node.module or "") if isinstance(node, ast.ImportFrom) else None,
+                        tuple(alias.name for alias in node.names), getattr(node, "level", 0), node.lineno)
+        for node in ast.walk(ast.parse(source)) if isinstance(node, (ast.Import, ast.ImportFrom))
+    )  # fmt: skip
 
 
 def project_modules() -> list[Path]:
@@ -217,10 +238,17 @@ def test_architecture_md_names_every_module():
     assert not missing, f"docs/architecture.md does not list: {missing}"
 
 
-def defined_names(path: Path) -> set[str] | None:
+def defined_names(path: Path) -> frozenset[str] | None:
     """The names a module defines at its top level (None where a module `__getattr__` makes any name)."""
-    names = top_level_names(ast.parse(path.read_text()).body)
-    return None if "__getattr__" in names else names
+    return names_defined_in(path.read_text())
+
+
+@functools.cache
+def names_defined_in(source: str) -> frozenset[str] | None:
+    """defined_names of a module's text, parsed once a text: unresolved_names asks it of a module for every statement
+    that imports from it (1,448 parses of 183 modules, harness/analysis/__init__.py's 96), most of the check's time."""
+    names = top_level_names(ast.parse(source).body)
+    return None if "__getattr__" in names else frozenset(names)
 
 
 def top_level_names(statements: list[ast.stmt]) -> set[str]:
@@ -247,14 +275,15 @@ def source_of(module: str) -> Path | None:
 def unresolved_names(path: Path) -> list[str]:
     """`from project.module import name` where the module defines no such name and has no such submodule."""
     missing = []
-    for node in ast.walk(ast.parse(path.read_text())):
-        if not (isinstance(node, ast.ImportFrom) and node.level == 0 and node.module and layer_of(node.module)):
+    for statement in import_statements(path.read_text()):
+        module = statement.module
+        if not (module and statement.level == 0 and layer_of(module)):
             continue
-        source = source_of(node.module)
+        source = source_of(module)
         names = defined_names(source) if source else None
-        for alias in node.names if names is not None else ():
-            if alias.name not in names and source_of(f"{node.module}.{alias.name}") is None:
-                missing.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.module}.{alias.name}")
+        for name in statement.names if names is not None else ():
+            if name not in names and source_of(f"{module}.{name}") is None:
+                missing.append(f"{path.relative_to(ROOT)}:{statement.line} {module}.{name}")
     return missing
 
 
