@@ -95,7 +95,7 @@ def as_predict_counts(run_dir, configs, *, cluster) -> dict:
     """What a site's what-if page takes to say what `predict --run --cluster` says of the same run: each setup's
     memory as predict counts it (in the dtype the cluster's GPU trains in), the full size's parameters under a smaller
     size's steps (their floors, which the choice ranks by), and the step models' error on the run's own steps (which
-    the choice weighs), and the step predict estimates from the FLOPs of a CPU run (estimated_step)."""
+    the choice weighs), and the steps predict estimates from the FLOPs of a CPU run (estimated_steps)."""
     from harness.commands.predict import full_size as predict_full_size
     from harness.perfmodel.own_check import own_check
 
@@ -103,21 +103,31 @@ def as_predict_counts(run_dir, configs, *, cluster) -> dict:
             "full_params": lambda setup, grad_bytes: predict_full_size.full_parameters(setup, configs, grad_bytes),
             "checked": lambda setup: own_check(run_dir.parent, run_dir, setup, configs=configs,
                                                cluster=cluster.name),
-            "step_estimate": lambda: estimated_step(run_dir, configs, cluster)}  # fmt: skip
+            "step_estimate": lambda: estimated_steps(run_dir, configs, cluster)}  # fmt: skip
 
 
-def estimated_step(run_dir, configs, cluster) -> tuple[float, str] | None:
-    """(ms, words): the one-GPU step `predict --run RUN --cluster NAME` estimates from the FLOPs of the setup it
-    predicts (the run's first) where no --local-step-ms is given (estimate.step_estimate); None where not known."""
+def estimated_steps(run_dir, configs, cluster) -> list[tuple[str, str, float, str]]:
+    """(whose step, the flags that choose its setup in predict, ms, words) per setup the run measured: the one-GPU step
+    `predict --run RUN --cluster NAME` estimates from that setup's FLOPs where no --local-step-ms is given
+    (estimate.step_estimate). Every setup's, each named: a run of mlp and gpt2 offered mlp's step alone, unnamed, in
+    a command that predicts mlp, to a reader of either. A setup no flag of predict chooses, or whose FLOPs or GPU peak
+    are not known, is left out."""
     from harness.commands.console.predict import estimate
+    from harness.commands.predict.inputs import flags_choosing
     from harness.perfmodel import predict
 
     setups = predict.run_setups(run_dir)
-    if not setups:
-        return None
     as_predict = argparse.Namespace(run=str(run_dir), results_dir=run_dir.parent, batch_size=None, train_options=None)
-    profile = predict.stored_profile(run_dir, setups[0])
-    return estimate.step_estimate(as_predict, configs, setups[0], cluster, None, profile)
+    offered = []
+    for setup in setups:
+        flags = flags_choosing(setup, setups) if len(setups) > 1 else ""
+        if flags.startswith("no flag"):
+            continue  # predict cannot choose it: no command to offer
+        profile = predict.stored_profile(run_dir, setup)
+        step = estimate.step_estimate(as_predict, configs, setup, cluster, None, profile)
+        if step is not None:
+            offered.append((f"{setup['workload']}'s full size", flags, *step))
+    return offered
 
 
 def _rejudge_cap_sweeps(results) -> None:

@@ -196,8 +196,8 @@ def test_a_setup_told_apart_by_dtype_alone_has_no_flag_that_chooses_it():
 
     first = {"workload": "w", "size": "tiny", "batch_size": 8, "dtype": "fp32", "optimizer": "sgd"}
     setups = [first, {**first, "dtype": "bf16"}, {**first, "workload": "v", "batch_size": 4}]
-    assert predict_input._flags_choosing(setups[2], setups) == "--workload v"
-    assert predict_input._flags_choosing(setups[1], setups).startswith("no flag of predict")
+    assert predict_input.flags_choosing(setups[2], setups) == "--workload v"
+    assert predict_input.flags_choosing(setups[1], setups).startswith("no flag of predict")
 
 
 def test_out_rows_carry_what_reproduces_their_efficiency_and_float_columns(tmp_path, capsys):
@@ -234,19 +234,50 @@ def test_out_rows_carry_what_reproduces_their_efficiency_and_float_columns(tmp_p
     assert "less than its optimizer's step can take" not in followed.err  # the step offered holds its optimizer
     assert f"{ESTIMATE_SHARE:.0%} of one GPU's dense peak" in followed.out + followed.err  # FLOPs beside it, as offered
     # the run's what-if page (report's) offers the same step, as an estimate, said so, in a command that names the run
-    from harness.commands.report import estimated_step
+    from harness.commands.report import estimated_steps
     from harness.perfmodel.clusters import cluster
-    from harness.results import store
     from reports.pages.whatif.memory import device_banner
 
     h100 = cluster.load("dgx-h100")
-    offered = estimated_step(tmp_path / "cpu_run", store.read_configs(tmp_path / "cpu_run"), h100)
-    assert offered is not None and offered[0] == step_ms and offered[1] in estimate
+    [offered] = estimated_steps(tmp_path / "cpu_run", store.read_configs(tmp_path / "cpu_run"), h100)
+    assert offered[:3] == ("mlp's full size", "", step_ms) and offered[3] in estimate  # one setup: no flag to choose it
     meta = {"device": "cpu", "page": "cpu_run", "results_folder": str(tmp_path)}
-    banner = device_banner(meta, h100, None, estimate=offered)
-    assert "Not knowing it yet, an estimate to start from, not a measurement: " in banner
+    banner = device_banner(meta, h100, None, estimates=[offered])
+    assert "Not knowing it yet, for mlp&#x27;s full size, an estimate to start from, not a measurement: " in banner
     assert (f"<code>ddpbench predict --run cpu_run --results {tmp_path} --cluster dgx-h100 --local-step-ms {step_ms:g} "
             "--page FILE.html</code>") in banner  # fmt: skip
+
+
+def test_a_run_of_two_setups_offers_each_its_own_estimated_step_in_a_command_that_predicts_it(tmp_path, capsys):
+    """A CPU run of mlp and gpt2: its what-if page offered one estimated step, mlp's, naming no model, in a command
+    that predicts mlp alone, to a reader of either. Here the run's second setup is its rows again at twice the batch
+    (twice the FLOPs a step): each setup is offered its own step, named, with the flags that make predict choose it,
+    and the second's command predicts the second."""
+    from harness.commands.report import estimated_steps
+    from harness.perfmodel.clusters import cluster
+    from reports.pages.whatif.memory import device_banner
+
+    run = _copy("cpu_run", tmp_path)
+    _with_a_second_batch_size(run, 16)
+    [profile] = (run / "gradprofile").glob("*.parquet")  # and its profile, as bench stores one a setup
+    pd.read_parquet(profile).assign(batch_size=16).to_parquet(profile.with_name(profile.name.replace("b8", "b16")))
+    h100 = cluster.load("dgx-h100")
+    offered = estimated_steps(run, store.read_configs(run), h100)
+    assert [(whose, flags) for whose, flags, _, _ in offered] == [
+        ("mlp's full size", "--workload mlp"),
+        ("mlp's full size", "--batch-size 16"),
+    ]
+    (_, _, first_ms, first_words), (_, _, second_ms, second_words) = offered
+    assert second_ms > first_ms and "(8 samples a GPU" in first_words and "(16 samples a GPU" in second_words
+    banner = device_banner({"device": "cpu", "page": "cpu_run", "results_folder": str(tmp_path)}, h100, None,
+                           estimates=offered)  # fmt: skip
+    commands = re.findall(r"<code>ddpbench predict (.*?)</code>", banner)[1:]  # the first: the banner's MS template
+    assert commands == [f"--run cpu_run --results {tmp_path} --cluster dgx-h100 --workload mlp --local-step-ms "
+                        f"{first_ms:g} --page FILE.html", f"--run cpu_run --results {tmp_path} --cluster dgx-h100 "
+                        f"--batch-size 16 --local-step-ms {second_ms:g} --page FILE.html"]  # fmt: skip
+    assert cli.main(["predict", *commands[1].removesuffix(" --page FILE.html").split()]) == 0
+    out = capsys.readouterr().out
+    assert "workload setups" not in out and "mlp/tiny, batch 16 per rank" in out  # the second setup, predicted
 
 
 @pytest.mark.parametrize(("compute", "optimizer", "offered"), [(0.0001, 2.3441, 2.35), (0.0, 1.5, 1.51),

@@ -152,7 +152,7 @@ def say_setup_choice(run_dir: Path, chosen: list[dict]) -> None:
     if len(chosen) < 2:
         return
     every = predict.run_setups(run_dir)
-    others = "; ".join(f"{setup_text(s)} by {_flags_choosing(s, every)}" for s in chosen[1:])
+    others = "; ".join(f"{setup_text(s)} by {flags_choosing(s, every)}" for s in chosen[1:])
     console.say(f"ddpbench predict: run {run_dir.name} measured {len(chosen)} workload setups: predicting the "
                 f"first, {setup_text(chosen[0])}; the others: {others}")  # fmt: skip
 
@@ -172,10 +172,10 @@ def setups_left_out(run_dir: Path, setup: dict) -> list[str]:
     from harness.perfmodel import predict
 
     every = predict.run_setups(run_dir)
-    return [f"{setup_text(s)} by {_flags_choosing(s, every)}" for s in every if setup_text(s) != setup_text(setup)]
+    return [f"{setup_text(s)} by {flags_choosing(s, every)}" for s in every if setup_text(s) != setup_text(setup)]
 
 
-def _flags_choosing(setup: dict, setups: list[dict]) -> str:
+def flags_choosing(setup: dict, setups: list[dict]) -> str:
     """The fewest of predict's setup flags under which `setup` is the first match, so the one predicted (with any
     flags it matches added, still the first: the matches only narrow)."""
     for count in range(1, len(SETUP_FLAGS) + 1):

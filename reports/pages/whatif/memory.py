@@ -192,7 +192,7 @@ GIVEN_HTML = "given to <code>predict --local-step-ms</code>, not measured"
 
 
 def device_banner(meta: dict, cluster: Cluster, local_step_ms: float | None, *, inside: bool = False,
-                  ends: str = "", estimate: tuple[float, str] | None = None) -> str:  # fmt: skip
+                  ends: str = "", estimates: list[tuple[str, str, float, str]] = ()) -> str:  # fmt: skip
     """`inside`: the run has no baseline step at one rank, so DDP's own cost is inside the compute scaled (and the
     step given stands for one GPU's step with DDP), as the console says; `ends`: where the step given was measured on
     another GPU, its two ends on the cluster's, the one this page is at and the other end's verdict, in words."""
@@ -223,7 +223,7 @@ def device_banner(meta: dict, cluster: Cluster, local_step_ms: float | None, *, 
                 f"communication {esc(cluster.name)}'s network adds to a step and the memory a GPU holds. <code>"
                 f"{esc(command)}</code> gives the rest for your GPU's one-GPU step; FILE.html in this site's "
                 "folder (beside its index.html), the index, the run's page and this one link it"
-                f"{_given(meta)}.{_estimated(meta, cluster, estimate)}</p>")  # fmt: skip
+                f"{_given(meta)}.{_estimated(meta, cluster, estimates)}</p>")  # fmt: skip
     return (f'<p class="banner">The profile was measured on <b>{esc(measured_on)}</b>: its forward, backward and '
             f"optimizer times are that device's, set here against {esc(cluster.name)}'s "
             "communication.</p>")  # fmt: skip
@@ -239,14 +239,16 @@ def _device_words(meta: dict) -> str:
     return environment.get("gpu_name") or ("a GPU" if device == "cuda" else str(device or "an unnamed device"))
 
 
-def _estimated(meta: dict, cluster: Cluster, estimate: tuple[float, str] | None) -> str:
-    """' Not knowing it yet, start from an estimate (…): <code>ddpbench predict … --local-step-ms 0.994 …</code>', the
-    step `predict` offers from the model's FLOPs (console.predict.estimate.step_estimate); '' where none."""
-    if estimate is None:
-        return ""
-    step_ms, said = estimate
-    predict = f"ddpbench predict --run {page_run_words(meta)} --cluster {cluster.name} --local-step-ms {step_ms:g}"
-    return f" Not knowing it yet, {esc(said)}: <code>{esc(predict)} --page FILE.html</code>."
+def _estimated(meta: dict, cluster: Cluster, estimates: list[tuple[str, str, float, str]]) -> str:
+    """' Not knowing it yet, for mlp's full size, an estimate (…): <code>ddpbench predict … --local-step-ms 1.09
+    …</code>' per setup the run measured (whose, the flags choosing it, ms, words: report.estimated_steps), each
+    step estimated from its own model's FLOPs: a run of mlp and gpt2 offered mlp's step alone, unnamed, to a reader
+    of either; '' where none."""
+    run = f"ddpbench predict --run {page_run_words(meta)} --cluster {cluster.name}"
+    offered = "; ".join(f"for {esc(whose)}, {esc(said)}: <code>{esc(run)}{' ' * bool(flags)}{esc(flags)} "
+                        f"--local-step-ms {step_ms:g} --page FILE.html</code>"
+                        for whose, flags, step_ms, said in estimates)  # fmt: skip
+    return f" Not knowing it yet, {offered}." if offered else ""
 
 
 def _given(meta: dict) -> str:

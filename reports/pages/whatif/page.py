@@ -163,7 +163,7 @@ def whatif_page(meta: dict, configs: pd.DataFrame, profiles: pd.DataFrame, clust
                 local_optimizer_ms: float | None = None, batch_size: int | None = None,
                 local_ddp_ms: float | None = None, ends: str = "", gpus: list[int] | None = None,
                 site_nav: bool = False, setup_name: str = "", left_out: list[str] = (),
-                step_estimate: Callable[[], tuple[float, str] | None] | None = None,
+                step_estimate: Callable[[], list[tuple[str, str, float, str]]] | None = None,
                 train_run: tuple[float, float | None] | None = None) -> str:  # fmt: skip
     """The page in a site (links to the index and the run's page), or `standalone`: one file with plotly.js in it and
     no links, as `predict --page` writes it (`site_nav`: written into a site's folder, the same links from there);
@@ -173,9 +173,10 @@ def whatif_page(meta: dict, configs: pd.DataFrame, profiles: pd.DataFrame, clust
     a step measured on another GPU, at both ends on this one (wm.device_banner); `gpus`: the GPU counts asked
     (`predict --gpus`, `--nodes`), the tables' and the choice's, the figures' from one node to 1,024 GPUs beside them;
     `setup_name`: the one setup a page of `predict --page` predicts, in its title, and `left_out` the run's others,
-    each with the flags that predict it, in its banner; `step_estimate()`: a one-GPU step estimated from the model's
-    FLOPs and its words, which a CPU run's banner offers (wm.device_banner); `train_run`: predict's --train-samples
-    and its price a GPU-hour (None without one), the whole run's hours and cost beside the choice (wc.with_run)."""
+    each with the flags that predict it, in its banner; `step_estimate()`: per setup, a one-GPU step estimated from
+    its model's FLOPs, named, with the flags choosing it and its words, which a CPU run's banner offers
+    (wm.device_banner); `train_run`: predict's --train-samples and its price a GPU-hour (None without one), the whole
+    run's hours and cost beside the choice (wc.with_run)."""
     run_id, device = meta.get("run_id", ""), meta.get("device", "?")
     worlds = sorted(set(gpus)) if gpus else world_sizes(cluster)  # the tables' and the choice's
     rows = predicted_rows(profiles, configs, cluster, caps=caps, local_step_ms=local_step_ms, device=device,
@@ -187,11 +188,11 @@ def whatif_page(meta: dict, configs: pd.DataFrame, profiles: pd.DataFrame, clust
         f'<nav><a href="{up}index.html">all runs</a><a href="{"runs/" if standalone else ""}'
         f'{esc(meta.get("page", run_id))}.html">run {esc(run_id)}</a></nav>')  # fmt: skip
     inside = not rows.empty and bool((rows["calibrated_to"] == "reference").all())  # DDP's cost in the compute
-    estimate = step_estimate() if step_estimate and device == "cpu" and not local_step_ms else None  # a CPU's: none
+    estimates = step_estimate() if step_estimate and device == "cpu" and not local_step_ms else []  # a GPU's: none
     parts = [
         nav,
         f"<h1>What if run {esc(run_id)} ran on {esc(cluster.name)}?</h1>",
-        wm.device_banner(meta, cluster, local_step_ms, inside=inside, ends=ends, estimate=estimate),
+        wm.device_banner(meta, cluster, local_step_ms, inside=inside, ends=ends, estimates=estimates),
         wm.trained_banner(trained),
         _left_out(setup_name, left_out),
         "" if rows.empty else wp.carried_banner(cluster, rows["nodes"]),
