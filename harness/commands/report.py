@@ -190,6 +190,20 @@ def _ends_words(args: argparse.Namespace) -> str:
     )
 
 
+def _step_is_the_estimate(args: argparse.Namespace, chosen, run_dir, configs, setup: dict) -> bool:
+    """Whether --local-step-ms is, as offered to 3 figures, the step predict estimates from the model's FLOPs
+    (estimate.step_estimate): no GPU's measured step, which the page's title (the index's entry) and banner then say.
+    An index listed 'at a 1.09 ms GPU step: books stock at 100 MiB' where 1.09 ms was that estimate, pasted."""
+    from harness.commands.console.predict import estimate
+    from harness.perfmodel import predict
+
+    if not args.local_step_ms or getattr(args, "local_step_end", None) is not None:  # an end of a bound: not given
+        return False
+    profile = predict.stored_profile(run_dir, setup)
+    offered = estimate.step_estimate(args, configs, setup, chosen, args.train_options, profile)
+    return offered is not None and f"{offered[0]:g}" == f"{args.local_step_ms:g}"
+
+
 def _asked_gpus(args: argparse.Namespace, chosen) -> list[int]:
     """The GPU counts of `predict --gpus` and `--nodes` (or the default's, as the console's), the page's tables' and
     choice's."""
@@ -232,7 +246,8 @@ def write_prediction_page(args: argparse.Namespace, chosen, run_dir, setup: dict
                        setup_name=predict_input.setup_text(setup),
                        left_out=predict_input.setups_left_out(run_dir, setup),
                        train_run=(samples, getattr(args, "one_cluster_price", None))
-                       if (samples := getattr(args, "train_samples_count", None)) else None)  # fmt: skip
+                       if (samples := getattr(args, "train_samples_count", None)) else None,
+                       step_estimated=_step_is_the_estimate(args, chosen, run_dir, configs, setup))  # fmt: skip
     try:
         store.atomic_write(Path(args.page), lambda tmp: tmp.write_text(html, encoding="utf-8"))
     except OSError as error:  # a folder check cannot foresee every refusal (a full disk, /proc)

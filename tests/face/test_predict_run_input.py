@@ -228,9 +228,14 @@ def test_out_rows_carry_what_reproduces_their_efficiency_and_float_columns(tmp_p
     command = estimate.partition(" predict ")[2].split()
     assert command[:4] == ["--run", str(tmp_path / "cpu_run"), "--cluster", "dgx-h100"]
     assert command[4:6] == ["--nodes", "1"]  # the GPU counts asked, asked again (once dropped: 1 and 2 nodes priced)
-    assert cli.main(["predict", *command]) == 0
+    assert cli.main(["predict", *command, "--page", str(tmp_path / "guess.html")]) == 0
     followed = capsys.readouterr()
     assert "an estimate to start from" not in followed.out
+    # its page says the step is that estimate, in the title the site's index lists it by ('at a 1.09 ms GPU step:
+    # books stock at 100 MiB' read as a measured step) and in its banner; another step is not (test_netreport)
+    guess = (tmp_path / "guess.html").read_text()
+    assert f"at a {step_ms:g} ms GPU step estimated from its FLOPs, not measured, from run cpu_run" in guess
+    assert "the step predict estimated from the model's FLOPs, not measured on any GPU" in guess
     assert "less than its optimizer's step can take" not in followed.err  # the step offered holds its optimizer
     assert f"{ESTIMATE_SHARE:.0%} of one GPU's dense peak" in followed.out + followed.err  # FLOPs beside it, as offered
     # the run's what-if page (report's) offers the same step, as an estimate, said so, in a command that names the run

@@ -189,6 +189,12 @@ def trained_banner(trained: str) -> str:
 
 GIVEN_HTML = "given to <code>predict --local-step-ms</code>, not measured"
 """What the step a page is scaled to is: a reader of a shared page gave nothing ('the step you gave' said so)."""
+ESTIMATED_HTML = (
+    "given to <code>predict --local-step-ms</code>: the step predict estimated from the model's FLOPs, "
+    "not measured on any GPU, a floor more than a forecast"
+)
+"""GIVEN_HTML where the step given is the one predict offers from the FLOPs (report.write_prediction_page): an index
+listed 'at a 1.09 ms GPU step: books stock at 100 MiB' where the 1.09 ms was that estimate."""
 
 
 def device_banner(meta: dict, cluster: Cluster, local_step_ms: float | None, *, inside: bool = False,

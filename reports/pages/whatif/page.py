@@ -164,7 +164,7 @@ def whatif_page(meta: dict, configs: pd.DataFrame, profiles: pd.DataFrame, clust
                 local_ddp_ms: float | None = None, ends: str = "", gpus: list[int] | None = None,
                 site_nav: bool = False, setup_name: str = "", left_out: list[str] = (),
                 step_estimate: Callable[[], list[tuple[str, str, float, str]]] | None = None,
-                train_run: tuple[float, float | None] | None = None) -> str:  # fmt: skip
+                train_run: tuple[float, float | None] | None = None, step_estimated: bool = False) -> str:  # fmt: skip
     """The page in a site (links to the index and the run's page), or `standalone`: one file with plotly.js in it and
     no links, as `predict --page` writes it (`site_nav`: written into a site's folder, the same links from there);
     `caps`, `local_step_ms`, `full_params` as predicted_rows takes them;
@@ -176,7 +176,8 @@ def whatif_page(meta: dict, configs: pd.DataFrame, profiles: pd.DataFrame, clust
     each with the flags that predict it, in its banner; `step_estimate()`: per setup, a one-GPU step estimated from
     its model's FLOPs, named, with the flags choosing it and its words, which a CPU run's banner offers
     (wm.device_banner); `train_run`: predict's --train-samples and its price a GPU-hour (None without one), the whole
-    run's hours and cost beside the choice (wc.with_run)."""
+    run's hours and cost beside the choice (wc.with_run); `step_estimated`: `local_step_ms` is that estimate, no GPU's
+    measured step (its title and banner say so)."""
     run_id, device = meta.get("run_id", ""), meta.get("device", "?")
     worlds = sorted(set(gpus)) if gpus else world_sizes(cluster)  # the tables' and the choice's
     rows = predicted_rows(profiles, configs, cluster, caps=caps, local_step_ms=local_step_ms, device=device,
@@ -192,7 +193,9 @@ def whatif_page(meta: dict, configs: pd.DataFrame, profiles: pd.DataFrame, clust
     parts = [
         nav,
         f"<h1>What if run {esc(run_id)} ran on {esc(cluster.name)}?</h1>",
-        wm.device_banner(meta, cluster, local_step_ms, inside=inside, ends=ends, estimates=estimates),
+        wm.device_banner(meta, cluster, local_step_ms, inside=inside, ends=ends, estimates=estimates).replace(
+            wm.GIVEN_HTML, wm.ESTIMATED_HTML if step_estimated else wm.GIVEN_HTML
+        ),
         wm.trained_banner(trained),
         _left_out(setup_name, left_out),
         "" if rows.empty else wp.carried_banner(cluster, rows["nodes"]),
@@ -204,6 +207,7 @@ def whatif_page(meta: dict, configs: pd.DataFrame, profiles: pd.DataFrame, clust
     named = f"{setup_name} (run {run_id})" if predicted == setup_name else predicted
     named = named if setup_name else f"run {run_id}"  # the run's own page, every setup: not ' (run ID)'
     title = f"What if: {named} on {cluster.name}" + (f" at a {local_step_ms:g} ms GPU step" if local_step_ms else "")
+    title += " estimated from its FLOPs, not measured" if step_estimated else ""  # the index's entry: a guess said
     title += " (an end of its bound)" if ends else ""  # not the step given: another GPU's, carried (wm.device_banner)
     title += f", from run {run_id}'s {setup_name} profile" if predicted != setup_name else ""
     mark = {"shared": True, "run": str(meta.get("page", run_id))} if standalone else {}  # the index's link to it
