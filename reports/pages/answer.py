@@ -37,7 +37,7 @@ from reports.pages.evidence import (
     stand_in_note,
 )
 from reports.pages.html import HEADING_NAME, esc, name_html, table
-from reports.pages.legend import deployable, predict_links, strategies_legend
+from reports.pages.legend import deployable, not_a_gpu_booking, predict_links, strategies_legend
 from reports.pages.notes import floor, hidden
 from reports.pages.notes.winner import headline, milliseconds, reference_name, reference_row
 from reports.pages.optimizer_lead import optimizer_lead
@@ -267,7 +267,8 @@ def answer_section(run: RunData, workloads: list[str]) -> str:
               workloads}  # fmt: skip
     # why the intervals are at two levels: said above the first table, after the first headline, so the answer leads
     levels = levels_note(list(frames.values()), run.meta.get("config") or {}, swept=not run.recommendations.empty)
-    parts = ["<h2 id=answer>The answer</h2>"]
+    caveat = not_a_gpu_booking(run.meta)  # a CPU run's: before any ranking, with where a GPU's answer is
+    parts = ["<h2 id=answer>The answer</h2>", caveat]
     stand_in = pooled = explained = False
     leaders: set[str] = set()  # the strategies a headline names first
     for workload, frame in frames.items():
@@ -299,10 +300,10 @@ def answer_section(run: RunData, workloads: list[str]) -> str:
             leaders.update(contenders["impl"].head(1))
             parts.append(bounds_note(group))
             parts.append(floor.answer_below_floor(one_layout_pooled(group)) + hidden.late_note(group))  # as ranked
-    if len(parts) == 1:
+    if len(parts) == 2:
         parts.append("<p>No configuration of this run was measured: nothing to rank.</p>")
     parts.append(strategies_legend(list(dict.fromkeys(run.configs.loc[run.configs["status"] == "ok", "impl"])),
                                    leaders))  # fmt: skip
-    parts.append(predict_links(run.meta))
+    parts.append("" if caveat else predict_links(run.meta))  # a CPU run's: in its caveat, above
     parts.append(f"<p class=caption>{CAPTION}{POOLED_CAPS * pooled}{stand_in or ''}</p>")
     return "\n".join(parts)

@@ -1,11 +1,13 @@
-"""Under the run page's answer: what each strategy shown is, in its plug-in's words, and the pages `predict --page`
-wrote of the run. Pure: the run's names in, HTML out."""
+"""Around the run page's answer: a CPU run's word that it books nothing on GPUs, above it; under it, what each strategy
+shown is, in its plug-in's words, and the pages `predict --page` wrote of the run. Pure: the run's names in, HTML
+out."""
 
 from __future__ import annotations
 
 import pandas as pd
 
 from harness.analysis import roles
+from harness.results.invocation import page_run_words
 from harness.results.values import parity_words
 from reports.pages.html import esc, shared_link
 
@@ -16,6 +18,27 @@ def predict_links(meta: dict) -> str:
     of the run's own machine does not give; '' for none."""
     links = "; ".join(shared_link(p, up="../") for p in meta.get("predict_pages") or [])
     return f"<p>On a cluster at a GPU step given (<code>ddpbench predict --page</code>): {links}.</p>" if links else ""
+
+
+def not_a_gpu_booking(meta: dict) -> str:
+    """A CPU run's answer, said first under its heading: its ranks are CPU processes over gloo, so its ranking and caps
+    are this machine's and name nothing to book on GPUs; then where a GPU's answer is: the run's what-if page, the
+    pages `predict --page` wrote of it (predict_links, said here instead of under the answer), or the command that
+    writes one. The page's top banner said 'not GPU performance', and its answer, a screen below, read 'stock
+    bucket_cap_mb=1 leads: … 1.42× faster' under a 'bucket cap to use' column to a reader come for what to book.
+    '' on a GPU run."""
+    if meta.get("device") != "cpu":
+        return ""
+    whatif = (f'<a href="{esc(meta["whatif"])}">what if on {esc(meta.get("whatif_cluster") or "")}</a>, what holds '
+              "on any GPU: the network's cost a step and the memory" if meta.get("whatif") else "")  # fmt: skip
+    given = "; ".join(shared_link(p, up="../") for p in meta.get("predict_pages") or [])
+    given = f"at a GPU step given (<code>ddpbench predict --page</code>): {given}" if given else ""
+    command = f"ddpbench predict --run {page_run_words(meta)} --cluster NAME --local-step-ms MS --page FILE.html"
+    where = "; ".join(filter(None, [whatif, given])) or f"<code>{esc(command)}</code> writes it for your GPU's step"
+    return ('<p class="banner"><b>Not a GPU booking:</b> every rank here is a CPU process over gloo, a simulated GPU, '
+            "so the ranking, steps and bucket caps below are this machine's; they name no strategy or cap to book on "
+            "GPUs (a CPU's compute hides communication a GPU's would show, and its optimizer is another share of the "
+            f"step). On a GPU cluster: {where}.</p>")  # fmt: skip
 
 
 NOT_REGISTERED = "not registered here"

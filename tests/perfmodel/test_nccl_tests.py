@@ -500,6 +500,7 @@ def test_predict_on_a_cluster_gives_the_step_per_cap_of_a_runs_profile(small_run
     assert linked.startswith('<a href="../whatif.html">') and linked.endswith(books)
     assert html.unescape(legend.predict_links({"predict_pages": [shared, shared]})).endswith(f"{linked}; {linked}.</p>")
     assert html.unescape(memory._given({"predict_pages": [shared]})) == f": {linked}"
+    assert linked in html.unescape(legend.not_a_gpu_booking({"device": "cpu", "predict_pages": [shared]}))  # above
     # the page gives the full size's floor beside each answer, at the cap the choice ranks it at
     assert "<th>DDP's step at the full size, at least (ms), at the cap it is ranked at</th>" in page_text
     assert "<th>ZeRO-1's, at least (ms), at the cap it is ranked at</th>" in page_text

@@ -625,3 +625,22 @@ def test_a_cpu_runs_index_answer_says_it_is_the_cpus_and_links_its_what_if_page(
     assert "<b>stock</b> 100.0 ms" in cell
     assert "<a " not in pages.index_row({**meta, "whatif": None}, configs)["fastest"]
     assert "CPU" not in pages.index_row({**meta, "device": "cuda"}, configs)["fastest"]
+
+
+def test_a_cpu_runs_answer_opens_with_no_gpu_booking_and_where_a_gpus_answer_is(golden_site, network_site):
+    """A CPU run's page said 'not GPU performance' in its top banner, and its answer, a screen below, read 'stock
+    bucket_cap_mb=1 leads: … 1.42× faster' beside a 'bucket cap to use' column, to a reader come for what to book on
+    GPUs. Now the answer says first, above its first table, that it books nothing on GPUs and where a GPU's answer
+    is: the run's what-if page where the site has one, else the predict command that writes one. Not on a GPU run."""
+    for name in ("cpu_run", "bucket_sweep"):
+        page = golden_site.run_pages[name].read_text()
+        answer = page[page.index("<h2 id=answer>") :]
+        assert answer.index("<b>Not a GPU booking:</b>") < answer.index("<table"), name
+    assert "Not a GPU booking" not in golden_site.run_pages["gpu_memory"].read_text()
+    page = golden_site.run_pages["cpu_run"].read_text()  # a site without what-if pages: the command that writes one
+    caveat = page[page.index("<b>Not a GPU booking:</b>") :].partition("</p>")[0]
+    assert "<code>ddpbench predict --run cpu_run" in caveat and "--local-step-ms MS --page FILE.html</code>" in caveat
+    _, built = network_site  # a site with the run's what-if page on dgx-h100: linked from the caveat
+    page = (built.index.parent / "runs" / "bucket_sweep.html").read_text()
+    caveat = page[page.index("<b>Not a GPU booking:</b>") :].partition("</p>")[0]
+    assert '<a href="bucket_sweep.whatif.html">what if on dgx-h100</a>' in caveat and "<code>" not in caveat
