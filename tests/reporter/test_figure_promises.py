@@ -260,8 +260,9 @@ def test_the_scaling_chart_says_its_throughput_is_the_median_steps_not_the_bars_
         for repeat, (rate, window) in enumerate(zip(median_rate, window_rate, strict=True)):
             rows.append({"config_id": f"{impl}-w{world}-r{repeat}", "status": "ok", "impl": impl, "impl_options": "{}",
                          "workload": "mlp", "size": "tiny", "batch_size": 8, "dtype": "fp32", "optimizer": "sgd",
-                         "device": "cpu", "backend": "gloo", "world_size": world, "nnodes": 1, "repeat": repeat,
-                         "samples_per_s": rate, "window_samples_per_s": window, "step_ms_median": 1.0})  # fmt: skip
+                         "device": "cpu", "backend": "gloo", "world_size": world, "nnodes": 1, "grad_accum": 1,
+                         "repeat": repeat, "samples_per_s": rate, "window_samples_per_s": window,
+                         "step_ms_median": 1.0})  # fmt: skip
     configs = aggregate.with_labels(pd.DataFrame(rows))
     figure = figures.scaling(configs, workload="mlp")
     stock = next(trace for trace in figure.data if trace.name == "stock")

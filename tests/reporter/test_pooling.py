@@ -283,7 +283,7 @@ def test_pooled_scaling_pairs_the_same_options_and_setup_and_names_no_figure_for
     assert pooled.ranked(mixed, workload="mlp").set_index(["world_size", "strategy"]).loc[
         (2, "zero bucket_cap_mb=1"), "scaling_efficiency"] is None  # fmt: skip
     both_scaled = pd.concat([mixed, mixed.iloc[[0]].assign(batch_size=16, samples_per_s=60.0, config_id="b16")])
-    keyed = both_scaled.assign(dtype="fp32", optimizer="sgd", device="cpu", backend="gloo", nnodes=1)
+    keyed = both_scaled.assign(dtype="fp32", optimizer="sgd", device="cpu", backend="gloo", nnodes=1, grad_accum=1)
     assert sorted(scaling.pooled_scaling(keyed)["scaling_efficiency"]) == pytest.approx([0.6, 0.9, 1, 1, 1, 1])
     assert pooled.ranked(both_scaled, workload="mlp").set_index(["world_size", "strategy"]).loc[
         (2, "zero bucket_cap_mb=1"), "scaling_efficiency"] is None  # 0.6 at batch 8, 1.0 at 16  # fmt: skip
