@@ -129,7 +129,14 @@ PREDICT_EXAMPLES = """examples:
   ddpbench predict --run RUN --cluster dgx-h100 --gpus 8,32 --local-step-ms 120 --train-samples 6.4M --gpu-hour-price 4
   ddpbench predict --cluster dgx-h200 --nodes 1,2,4 --sizes 1KiB:16GiB                 # NCCL's collectives
   ddpbench predict --nccl-tests node1.txt two-nodes.json --save-profile ours.toml      # fitted to your logs
-  ddpbench predict --workload gpt2 --size small --busbw 90GB/s --latency 30us          # profiled here"""
+  ddpbench predict --workload gpt2 --size small --busbw 90GB/s --latency 30us          # profiled here
+  ddpbench predict --run RUN --cluster dgx-a100,dgx-h100 --local-step-ms 420 --local-step-gpu a100-sxm4-80gb \\
+    --json answer.json   # the answer for a script: docs/output.md
+
+exit codes:
+  0    predicted, the answer decided or open alike (--json's `decided` says which; the console's last line too)
+  1    an unexpected error (Python's traceback)
+  2    bad input: one line naming the bad value and the valid ones; nothing written"""
 
 COMPARE_DESCRIPTION = textwrap.fill(
     "Match the configurations of two runs and judge each on its repeats (each repeat's median step is one piece of "
@@ -283,6 +290,11 @@ def add_predict_parser(commands) -> None:
                          "reduce_scatter's whole input): MIN:MAX[:FACTOR] or a list; K/M/G are powers of 1024 "
                          f"(default: {predict_cluster.DEFAULT_SIZES}, each power of two)")  # fmt: skip
     predict.add_argument("--out", metavar="FILE", help="also write the rows: .csv or .parquet")
+    predict.add_argument("--json", metavar="FILE.json",
+                         help="with --cluster and --run (or --workload): also write the answer for a script: every "
+                         "booking (cluster × GPU count) with what it books (strategies, bucket cap), its step, "
+                         "peak, throughput, GPU-hours, run hours and cost, then the fastest, the fewest GPU-hours "
+                         "and the cheapest, each decided or open (fields and units: docs/output.md)")  # fmt: skip
     predict.add_argument("--against", metavar="RUN",
                          help="with --run: a later run on the same machine (its id in --results, or its folder) whose "
                          "measured DDP steps at world size 2 or more the forecast is held against, per configuration: "

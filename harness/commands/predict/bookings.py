@@ -30,6 +30,8 @@ def cluster_names(args: argparse.Namespace) -> list[str | None]:
     from harness.perfmodel.clusters import cluster as profiles
 
     args.gpu_hour_prices, args.cluster_nodes = None, None
+    if getattr(args, "json", None):
+        check_json(args)
     priced = getattr(args, "gpu_hour_price", None)
     args.train_samples_count = _train_samples(args)
     if args.cluster is None or "," not in args.cluster:  # one: loaded, and refused, after the run (command.run)
@@ -179,6 +181,16 @@ def _one_clusters_run(args: argparse.Namespace, priced: str | None, clusters: li
                                                        noun="price")[clusters[0]]  # fmt: skip
 
 
+def check_json(args: argparse.Namespace) -> None:
+    """`--json`: the answer of a step's prediction on a cluster (the bookings), as a .json file that can be written."""
+    if not args.cluster or cluster.is_collective_table(args):
+        raise ConfigError(f"--json {args.json!r} writes the answer of a step predicted on a cluster: give --cluster "
+                          "NAME with --run RUN (or --workload NAME); for the rows, --out FILE.csv")  # fmt: skip
+    if Path(args.json).suffix != ".json":
+        raise ConfigError(f"--json {args.json!r}: the answer is a .json file, e.g. answer.json")
+    predict_input.check_writable(Path(args.json), flag="--json", example="answer.json", kind="a .json file")
+
+
 def _train_samples(args: argparse.Namespace) -> float | None:
     """--train-samples N: the whole run's samples, refused in one line where it is not a count above 0."""
     from harness.config.units import parse_amount
@@ -242,7 +254,7 @@ def predict_each(args: argparse.Namespace, first, profile, caps: list[float], *,
     from harness.perfmodel.own_check import OwnCheck, own_check
 
     several = len(args.clusters) > 1
-    frames, booked, tokens, ends, gpus, far = [], [], None, None, {}, False
+    frames, booked, tokens, ends, gpus, far, verdict = [], [], None, None, {}, False, ""
     args.step_estimates = {}  # each cluster's step estimated from FLOPs, where none was given: shared by its copies
     # the run's words once, not a cluster's: the bookings' note too, where an answer table said it
     with console.said_once() if several else contextlib.nullcontext():
@@ -282,8 +294,9 @@ def predict_each(args: argparse.Namespace, first, profile, caps: list[float], *,
             asked = predict_input.memory_batch(args, setup) if setup else None
             batch = (asked or int(setup["batch_size"])) if setup else None
             note = run_batch_caveat(batch, step_given=bool(args.local_step_ms), batch_given=bool(args.batch_size))
-            bookings.compared(booked, tokens=tokens is not None, ends=ends, note=note, prices=args.gpu_hour_prices,
-                              gpus=gpus, far_below_peak=far, samples=args.train_samples_count)  # fmt: skip
+            verdict = bookings.compared(booked, tokens=tokens is not None, ends=ends, note=note,
+                                        prices=args.gpu_hour_prices, gpus=gpus, far_below_peak=far,
+                                        samples=args.train_samples_count)  # fmt: skip
             if not getattr(args, "detail", True):  # the short form: 100-200 lines of 3 clusters' tables left out
                 left = console.drop_held()
                 console.say(f"ddpbench predict: each cluster's answer and 'Why' that these lines point to, with the "
@@ -302,7 +315,24 @@ def predict_each(args: argparse.Namespace, first, profile, caps: list[float], *,
                           share=asked.optimizer_share,
                           priced=bool(args.gpu_hour_prices), timed=bool(args.train_samples_count))  # fmt: skip
             estimate.say_estimates_compared(args, args.step_estimates)  # the side by side, one command away
+    if getattr(args, "json", None):
+        _write_answer(args, booked, tokens=tokens is not None, verdict=verdict,
+                      known=scaling.steps_known(args, device))  # fmt: skip
     return 0
+
+
+def _write_answer(args: argparse.Namespace, booked: list, *, tokens: bool, verdict: str, known: bool) -> None:
+    """--json FILE: the answer as a script reads it (perfmodel.clusters.decision), written atomically."""
+    import json
+
+    from harness.perfmodel.clusters import decision
+    from harness.results.files import atomic_write
+
+    why = "" if known else "no step: a CPU's profile names no step, strategy or cap; give --local-step-ms MS"
+    record = decision.answer(booked if known else [], tokens=tokens, prices=args.gpu_hour_prices,
+                             samples=args.train_samples_count, verdict=verdict, why_none=why)  # fmt: skip
+    text = json.dumps(record, indent=2, allow_nan=False) + "\n"
+    atomic_write(Path(args.json), lambda tmp: tmp.write_text(text))
 
 
 class Ended(NamedTuple):
