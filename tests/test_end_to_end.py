@@ -201,3 +201,27 @@ def test_profile_writes_one_readable_chrome_trace_per_rank(small_run):
         assert trace["distributedInfo"]["rank"] == rank  # what HTA reads to tell ranks apart
         names = {event.get("name", "") for event in trace["traceEvents"]}
         assert any(name.startswith("ProfilerStep#") for name in names)
+
+
+def test_summary_json_holds_the_answer_the_last_line_says_with_its_figures_from_the_rows(small_run):
+    """A CI script reads the answer from summary.json, not the console: the leader to deploy at the largest world
+    size, its step (the geometric mean of its repeats' medians, recomputed here from the rows) and whether it is
+    decided, as the last line says it."""
+    import numpy as np
+
+    from harness.commands.console import ending
+
+    (answer,) = json.loads((small_run / "summary.json").read_text())["answer"]  # one workload
+    assert "the answer (the strategy to deploy, at the largest world size): " + answer["said"] == ending.answer_line(
+        small_run
+    )
+    configs = pd.read_parquet(small_run / "configs")
+    ok = configs[(configs["status"] == "ok") & (configs["impl"] == answer["impl"])]
+    world = int(configs.loc[configs["status"] == "ok", "world_size"].max())
+    assert (answer["workload"], answer["size"], answer["world_size"]) == ("mlp", "tiny", world)
+    assert answer["impl"] == "stock" and answer["to_deploy"]  # naive, flat and bucketed are instruments
+    medians = ok.loc[ok["world_size"] == world, "step_ms_median"]
+    assert answer["step_ms"] == np.exp(np.log(medians).mean()).item()
+    assert f"{answer['step_ms']:.2f}" in answer["said"] or f"{answer['step_ms']:.1f}" in answer["said"]
+    assert answer["repeats"] == len(medians) == 1 and answer["decided"] is False  # one repeat decides nothing
+    assert answer["bucket_cap_mb"] == ok["bucket_cap_mb"].iloc[0] and answer["parity_ok"] is True

@@ -67,9 +67,13 @@ def fix_words(configs, command: tuple[str, ...]) -> str:
 def summarize(plan, wall_s: float, *, parity_failed: int = 0, run_command: tuple[str, ...] = ()) -> int:
     """The run's counts and wall time on the terminal and in `summary.json`; exit 1 if any failed. `run_command`: the
     run's bench command, which a fix its failures name is given with."""
-    totals = write_summary(plan, wall_s, complete=True)
+    from harness.results import store
+
+    totals = write_summary(plan, wall_s, complete=True)  # first: what was measured is summed up whatever follows
     if plan.node_rank:  # node 0 holds the run: the counts, summary.json and the answer are its last lines
         return node_ended(plan, wall_s)
+    found = ending.answers(plan.run)  # the last line's answer, beside the sums for a script
+    store.write_json(Path(plan.run) / layout.SUMMARY_JSON, {**totals, "answer": ending.summary_record(found)})
     text = counts_text(totals["status_counts"], parity_failed=parity_failed)
     sessions = totals["sessions"]
     wall = console.seconds_text(wall_s)
@@ -81,8 +85,6 @@ def summarize(plan, wall_s: float, *, parity_failed: int = 0, run_command: tuple
     command = invoked.resume_hint(plan.run_id, folder, more=("--retry-failed",))
     again = f"; {failed} failed: {console.retry_words(failed, command)}" if failed else ""
     if failed:
-        from harness.results import store
-
         if any(cfg.nnodes > 1 for cfg in plan.configurations):  # alone, node 0 would wait for the others
             again = _across_nodes(failed, plan, store.written_config_ids(plan.run), command)
 
@@ -97,7 +99,7 @@ def summarize(plan, wall_s: float, *, parity_failed: int = 0, run_command: tuple
     cap = ending.cap_line(plan.run, invoked.ddpbench_command())  # the cap the answer cannot name, and how to
     if cap:
         console.say(f"ddpbench: {cap}")
-    console.say(f"ddpbench: {ending.answer_line(plan.run)}")  # last: the line a reader of the end looks for
+    console.say(f"ddpbench: {ending.answer_line(plan.run, found)}")  # last: the line a reader of the end looks for
     return EXIT_FAILED if failed else EXIT_OK
 
 
@@ -164,7 +166,8 @@ def write_summary(plan, wall_s: float, *, complete: bool) -> dict[str, Any]:
     """The run's `summary.json`: this session's figures (its counts, wall time, training steps and where the wall
     time went) added to the earlier sessions' (a run stopped and finished with `--resume` is one run; `session`
     keeps the latest session's own), written (by node 0's launcher only: the other nodes' run beside it, in its
-    session; on a run across nodes, with every node into run.json), and returned."""
+    session; on a run across nodes, with every node into run.json), and returned; a finished run's `answer` is added
+    after it (summarize)."""
     from harness.analysis import stats
     from harness.results import store
 

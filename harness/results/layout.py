@@ -72,7 +72,7 @@ ENTRIES = (
     Entry("ranks/<config_id>.parquet", "one row per configuration × rank: that rank's memory and role", "rank 0"),
     Entry("timeline/<config_id>.parquet", "the bucket timeline: one row per collective × rank × step", "rank 0"),
     Entry(RECOMMENDATIONS, "a bucket-cap sweep's recommended cap per strategy and world size", "bench, at its end"),
-    Entry(SUMMARY_JSON, "each session's wall time, training steps and where the wall time went (`phases_s`), added up; the latest session's own (`session`: with the configurations it launched and its torchrun `launches`)", "bench, at its end"),
+    Entry(SUMMARY_JSON, "each session's wall time, training steps and where the wall time went (`phases_s`), added up; the latest session's own (`session`: with the configurations it launched and its torchrun `launches`); a finished run's `answer`: per workload, the leader to deploy at the largest world size, its step and whether its lead is decided, as the console's last line says it (docs/output.md)", "bench, at its end"),
     Entry(f"{GRADPROFILE}/", "the gradient-ready profile per workload setup (input of `predict`)",
           "rank 0 at world size 1; predict"),
     Entry(PREDICTIONS, "predicted step time per bucket cap against the measured sweep, where a network is known "

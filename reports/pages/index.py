@@ -12,16 +12,14 @@ import numpy as np
 import pandas as pd
 
 from harness.analysis.verdicts import compare as comparing
-from harness.analysis.verdicts import decide
 from harness.analysis.verdicts.environment import FAULT_VARIABLE, fault_share, kept_fault
 from harness.perfmodel import network
 from reports import aggregate
 from reports.aggregate import machine_summary
 from reports.figures import network as netfigures
-from reports.pages import alerts, evidence, legend, pooled
+from reports.pages import alerts, headline, pooled
 from reports.pages.alerts import COMPLETE, STOPPED
 from reports.pages.html import FigureList, esc, page, reproduce_html, shared_link, table
-from reports.pages.notes import winner
 
 BUSBW_CAPTION = (  # under the first op's figure only: it holds for each
     "In each chart, higher is better: bus bandwidth (algorithm bandwidth × the nccl-tests factor) per message size; "
@@ -34,78 +32,8 @@ def joined(values: Any) -> str:
 
 
 def run_headline(configs: pd.DataFrame, meta: dict[str, Any] | None = None) -> str:
-    """Per workload, the fastest communicating strategy at the largest world size: 'mlp/small fp32 sgd: at 2 ranks,
-    bucketed bucket_cap_mb=25 2.46 ms', with the answer's doubt where the repeats do not back the winner
-    ('… 2.46 ms (leads; no 5% change shown)', lead_words); caps of one layout pooled said so, as the run page says
-    it (winner.step_said: '… 8.98 ms, both caps' launches pooled (…)')."""
-    lines = []
-    config = (meta or {}).get("config") or {}
-    auto = config.get("repeats") == "auto"  # the console's own, given up where its rounds gave up
-    found = decide.strategy_verdicts(configs, confidence=pooled.run_confidence(meta or {}),
-                                     max_repeats=int(config.get("max_repeats") or decide.DEFAULT_MAX_REPEATS) if auto
-                                     else None)  # fmt: skip
-    for workload in dict.fromkeys(configs.loc[configs["status"] == "ok", "workload"]) if not configs.empty else []:
-        frame = pooled.ranked(configs, workload=workload, confidence=pooled.run_confidence(meta or {}))
-        if frame.empty:
-            continue
-        world = int(frame["world_size"].max())
-        group = evidence.one_layout_pooled(frame[frame["world_size"] == world])  # as the run page's headline
-        contenders = legend.deployable(group[~group["is_floor"]])  # the leader named: one to deploy
-        rows = configs[configs["workload"] == workload]
-        setup = "/".join(str(v) for v in (workload, _first(rows, "size")) if v is not None)
-        said_setup = " ".join(str(v) for v in (_first(rows, "dtype"), _first(rows, "optimizer")) if v)
-        where = f"{esc(setup)}{' ' + esc(said_setup) if said_setup else ''}, {aggregate.world_label(world)}: "
-        if contenders.empty:
-            lines.append(where + "only the no-communication floor")
-            continue
-        best = contenders.iloc[0]
-        said = legend.not_to_deploy(best) + lead_words(group, found)
-        said += ["one rank: nothing communicated, only each strategy's own cost"] if world == 1 else []
-        said += [over] if (over := legend.passed_over(group[~group["is_floor"]])) else []
-        lines.append(where + f"<b>{esc(best['strategy'])}</b> {esc(winner.step_said(best))}"
-                     + (f" ({esc('; '.join(said))})" if said else ""))  # fmt: skip
-    return "<br>".join(lines) or "nothing measured"
-
-
-GIVEN_UP = "leads; too few repeats to tell it from {next}, the next, and given up as out of reach within --max-repeats"
-"""The index's caveat where the leader's pair with the reference is a verdict --repeats auto gave up on, naming it."""
-
-
-def lead_words(group: pd.DataFrame, found: list[decide.Verdict]) -> list[str]:
-    """What the repeats say of the leader (winner.lead_caveat: against the next, as the run page's headline judges
-    it): ['fastest'], ['leads; too few repeats'], …; where the next is not the reference, it is named, and the run's
-    own verdict of the leader against the reference follows in the console's words ('vs stock: faster, at 0.61×
-    stock's step (1.64× faster)'): the verdict --repeats auto decided, which the lead over the next is not."""
-    contenders = legend.deployable(measured := group[~group["is_floor"]])
-    if len(contenders) < 2:  # as the run page's lead(): a peer that failed or was skipped is not beaten
-        return legend.only_one(measured)
-    caveat = winner.lead_caveat(group) or "fastest"  # as the header promises
-    best, runner, reference = contenders.iloc[0], contenders.iloc[1], winner.reference_row(group)
-    mine = _verdict_of(best, found) if reference is not None and best["strategy"] != reference["strategy"] else None
-    pair = mine if reference is None or best["strategy"] != reference["strategy"] else _verdict_of(runner, found)
-    if (
-        caveat == "leads; too few repeats"
-        and pair is not None
-        and pair.given_up
-        and (reference["strategy"] in (best["strategy"], runner["strategy"]))
-    ):  # the console's word: more repeats will not decide it
-        caveat = GIVEN_UP.format(next=runner["strategy"])
-    if mine is None or runner["strategy"] == reference["strategy"]:  # the next is the reference: that very verdict
-        return [caveat]
-    if caveat in (f"leads; {evidence.NO_CHANGE_SHOWN}", "leads; too few repeats"):
-        caveat = f"{caveat} {'from' if 'shown' in caveat else 'to tell it from'} {runner['strategy']}, the next"
-    return [caveat, f"vs {reference['strategy']}: {mine.word}"]  # as the row names it (a verdict's pair: its note once)
-
-
-def _verdict_of(row: pd.Series, found: list[decide.Verdict]) -> decide.Verdict | None:
-    """The run's verdict of a strategy (not the reference) against the reference: the one resting on its rows."""
-    ids = row.get("config_ids") or frozenset()
-    return next((v for v in found if v.kind == decide.STRATEGY and ids and ids <= v.config_ids), None)
-
-
-def _first(rows: pd.DataFrame, column: str):
-    values = rows[column].dropna() if column in rows else []
-    return values.iloc[0] if len(values) else None
+    """Per workload, the fastest communicating strategy at the largest world size, in words (headline.run_answers)."""
+    return "<br>".join(answer.line for answer in headline.run_answers(configs, meta)) or "nothing measured"
 
 
 def status_text(meta: dict[str, Any], configs: pd.DataFrame) -> str:

@@ -40,7 +40,8 @@ def quiet_summary(monkeypatch, totals: dict) -> None:
     monkeypatch.setattr("harness.results.store.read_configs", lambda run: None)
     monkeypatch.setattr(summary.console, "fixed_cost_split", lambda *a, **k: None)
     monkeypatch.setattr(summary.contention, "read", lambda *a, **k: None)
-    monkeypatch.setattr(summary.ending, "answer_line", lambda run: "the answer: …")
+    monkeypatch.setattr(summary.ending, "answers", lambda run: [])
+    monkeypatch.setattr(summary.ending, "answer_line", lambda run, found=None: "the answer: …")
     monkeypatch.setattr(summary.ending, "cap_line", lambda run, program: "")
 
 

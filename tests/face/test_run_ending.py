@@ -2,6 +2,7 @@
 too): the sentences that all say 'runs faster than local … cannot tell what data parallelism costs it' said once, and
 the answer line last."""
 
+import json
 import shutil
 from pathlib import Path
 
@@ -43,6 +44,10 @@ def test_the_answer_line_names_the_leader_to_deploy_and_whether_it_is_decided(tm
     line = ending.answer_line(run)
     assert line.startswith("the answer (the strategy to deploy, at the largest world size): mlp/")
     assert "<" not in line and "&" not in line  # plain words, not the index's HTML
+    record = ending.summary_record(ending.answers(run))  # summary.json's: the same answer, for a script
+    assert "; ".join(answer["said"] for answer in record) == line.split("largest world size): ", 1)[1]
+    assert all(answer["strategy"] in answer["said"] and answer["step_ms"] > 0 for answer in record)
+    json.dumps(record, allow_nan=False)  # plain values, strict JSON
 
 
 def test_a_run_without_a_cap_sweep_says_before_its_answer_which_bench_sweeps_one(tmp_path):

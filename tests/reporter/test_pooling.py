@@ -15,7 +15,7 @@ from harness.analysis import scaling, stats
 from harness.analysis.verdicts import decide, sweep
 from harness.results.values import ratio_number
 from reports.aggregate import with_labels
-from reports.pages import answer, compare, evidence, pooled
+from reports.pages import answer, compare, evidence, headline, pooled
 from reports.pages import index as pages
 from reports.pages.notes import winner
 from reports.pages.run import takeaways
@@ -779,7 +779,7 @@ def test_the_index_says_given_up_where_the_console_gave_the_verdict_up():
     (verdict,) = decide.strategy_verdicts(rows, confidence=decide.look_confidence(20), max_repeats=20)
     assert verdict.given_up and not verdict.decided  # what the console said
     said = html.unescape(pages.run_headline(rows, meta))
-    assert said.endswith(f"({pages.GIVEN_UP.format(next='zero')})")
+    assert said.endswith(f"({headline.GIVEN_UP.format(next='zero')})")
     # what was given up, against what: 'leads; given up as out of reach' alone left a team lead asking
     assert "(leads; too few repeats to tell it from zero, the next, and given up as out of reach" in said
     assert pages.run_headline(rows).endswith("(leads; too few repeats)")  # a fixed --repeats gives nothing up

@@ -13,23 +13,40 @@ NO_ANSWER = ("nothing measured", "only the no-communication floor")
 """What the index's headline says where no strategy to deploy was measured: no answer to give."""
 
 
-def answer_line(run: Path) -> str:
-    """'the answer: gpt2/small fp32 sgd, 2 ranks: stock 1539.1 ms (leads; too few repeats; …)': the index's headline
-    of `run` (per workload, the leader to deploy at the largest world size, decided or open), in plain words; 'no
-    answer yet: …' where no strategy to deploy was measured."""
+def answers(run: Path) -> list:
+    """Per workload, the leader to deploy at the largest world size, decided or open, with the figures it names
+    (reports.pages.headline.Answer): what the answer line says and summary.json's `answer` holds."""
     from harness.results import layout, store
-    from reports.pages import index
+    from reports.pages import headline
 
     try:
         meta = store.read_json(Path(run) / layout.RUN_JSON)
     except (OSError, ValueError):
         meta = {}
-    lines = [html.unescape(re.sub(r"<[^>]+>", "", line)) for line in
-             index.run_headline(store.read_configs(run), meta).split("<br>")]  # fmt: skip
+    return headline.run_answers(store.read_configs(run), meta)
+
+
+def plain(line: str) -> str:
+    """An index headline's HTML as the console says it."""
+    return html.unescape(re.sub(r"<[^>]+>", "", line))
+
+
+def answer_line(run: Path, found: list | None = None) -> str:
+    """'the answer: gpt2/small fp32 sgd, 2 ranks: stock 1539.1 ms (leads; too few repeats; …)': the index's headline
+    of `run` (per workload, the leader to deploy at the largest world size, decided or open), in plain words; 'no
+    answer yet: …' where no strategy to deploy was measured. `found`: its `answers`, where already read."""
+    lines = [plain(answer.line) for answer in (answers(run) if found is None else found)] or ["nothing measured"]
     answered = [line for line in lines if not line.endswith(NO_ANSWER)]
     if not answered:
         return f"no answer yet: {'; '.join(lines)} (the run page says what each configuration did)"
     return f"the answer (the strategy to deploy, at the largest world size): {'; '.join(lines)}"
+
+
+def summary_record(found: list) -> list[dict]:
+    """summary.json's `answer`: each workload's answer as plain values, its line in the console's words."""
+    import dataclasses
+
+    return [{**{k: v for k, v in dataclasses.asdict(a).items() if k != "line"}, "said": plain(a.line)} for a in found]
 
 
 def cap_line(run: Path, program: str) -> str:
