@@ -8,11 +8,13 @@ import re
 import shutil
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from harness import cli
 
 DATA = Path(__file__).resolve().parent.parent / "data"
+DOCS = Path(__file__).resolve().parents[2] / "docs"
 
 
 def test_the_json_holds_the_consoles_bookings_and_verdict_and_says_what_is_open(tmp_path, capsys):
@@ -21,7 +23,7 @@ def test_the_json_holds_the_consoles_bookings_and_verdict_and_says_what_is_open(
     assert cli.main(["predict", "--run", "cpu_run", "--results", str(tmp_path), "--cluster", "dgx-a100,dgx-h100",
                      "--nodes", "1,2", "--local-step-ms", "310", "--local-step-gpu", "a100-sxm4-80gb",
                      "--gpu-hour-price", "dgx-a100=1.8,dgx-h100=3.2", "--train-samples", "6.4M",
-                     "--json", str(answer)]) == 0  # fmt: skip
+                     "--json", str(answer), "--out", str(tmp_path / "rows.csv")]) == 0  # fmt: skip
     said = capsys.readouterr().out.splitlines()
     record = json.loads(answer.read_text())
     header = re.split(r"\s{2,}", said[1].strip())
@@ -41,6 +43,10 @@ def test_the_json_holds_the_consoles_bookings_and_verdict_and_says_what_is_open(
     # the console's 'cheapest … open until one step is measured on dgx-h100's GPU'
     assert record["cheapest"]["decided"] is False and record["cheapest"]["open_on"] == ["dgx-h100"]
     assert record["decided"] is False and record["prices"] == {"dgx-a100": 1.8, "dgx-h100": 3.2}
+    # every column of --out's rows is named in the docs, as a script's author looks it up (21 were not)
+    named = " ".join(doc.read_text() for doc in DOCS.glob("*.md"))
+    columns = pd.read_csv(tmp_path / "rows.csv").columns  # named as code: `step_ms`, or in a list `cluster, run, …`
+    assert not [column for column in columns if not re.search(rf"[`,]\s?{re.escape(column)}[`,]", named)]
 
 
 @pytest.mark.parametrize(
