@@ -262,6 +262,34 @@ def caps_ran(configs: pd.DataFrame, workload: str) -> str:
     return f"it ran at {ran} MiB only"
 
 
+def measured_window(rows: pd.DataFrame, repeats: pd.Series) -> str:
+    """'Each step below: the median of 4 measured steps a repeat, after 2 warm-up steps left out, over 2 repeats.':
+    what one figure of a workload's answer rests on, from its measured `rows` (a resumed run's may differ from the
+    flags that began it: each count as the rows have it, '4 or 8') and its answer rows' `repeats`. Said where the
+    answer states its figures: a reader found it only in the Reproduce command, six sections down."""
+    steps, warmup = _counts(rows, "steps"), _counts(rows, "warmup")
+    if not steps:  # an older schema's rows: nothing to say the window from
+        return ""
+    window = f"the median of {_steps(steps, 'measured step')} a repeat (each step the slowest rank's)"
+    if warmup:
+        window += ", with no warm-up step" if warmup == ["0"] else f", after {_steps(warmup, 'warm-up step')} left out"
+    counts = sorted({int(n) for n in repeats.dropna()})
+    if counts:
+        spread = f"{counts[0]}–{counts[-1]} repeats a configuration" if len(counts) > 1 else ""
+        over = spread or stats.repeats_text(counts[0])
+        window += f", over {over}" + (", their geometric mean" if counts[-1] > 1 else "")
+    return f"<p class=caption>Each step below: {esc(window)}.</p>"
+
+
+def _steps(counts: list[str], noun: str) -> str:
+    """'4 measured steps', '1 warm-up step', '4 or 8 measured steps'."""
+    return f"{' or '.join(counts)} {noun}{'s' * (counts != ['1'])}"
+
+
+def _counts(rows: pd.DataFrame, column: str) -> list[str]:
+    return [f"{n:g}" for n in sorted(set(rows[column].dropna()))] if column in rows else []
+
+
 def answer_section(run: RunData, workloads: list[str]) -> str:
     frames = {workload: ranked(run.configs, workload=workload, confidence=run_confidence(run.meta)) for workload in
               workloads}  # fmt: skip
@@ -280,6 +308,7 @@ def answer_section(run: RunData, workloads: list[str]) -> str:
         setup = " · ".join(filter(None, [precision(mine), " or ".join(optimizers)]))  # each changes the answer
         parts.append(f"<h3>{name_html(workload, HEADING_NAME)}{esc('/' + str(size.iloc[0])) if len(size) else ''}"
                      f"{esc(' · ' + setup) if setup else ''}</h3>")  # fmt: skip
+        parts.append(measured_window(mine[mine["status"] == "ok"], frame["repeats"]))  # the rows ranked below
         # the largest world size first: the answer the run exists for (one rank communicates nothing)
         one = one_layout_pooled(frame[frame["world_size"] == 1])  # the caps' control: nothing to all-reduce
         control = caps_alone_spread(one[~one["is_floor"]]) if len(one) else None

@@ -644,3 +644,19 @@ def test_a_cpu_runs_answer_opens_with_no_gpu_booking_and_where_a_gpus_answer_is(
     page = (built.index.parent / "runs" / "bucket_sweep.html").read_text()
     caveat = page[page.index("<b>Not a GPU booking:</b>") :].partition("</p>")[0]
     assert '<a href="bucket_sweep.whatif.html">what if on dgx-h100</a>' in caveat and "<code>" not in caveat
+
+
+def test_the_answer_says_the_steps_and_repeats_each_figure_rests_on_from_the_runs_rows(golden_site):
+    """A manager found the measured window only in section 7's Reproduce command: the answer says it, under each
+    workload's heading, from the rows (a resumed run's may differ from its flags: each count the rows have)."""
+    page = golden_site.run_pages["bucket_sweep"].read_text()
+    said = page.index("Each step below: the median of 4 measured steps a repeat")
+    assert page.index("id=answer") < said < page.index("class=headline")  # where the figures are, before them
+    assert "after 2 warm-up steps left out, over 1 repeat." in page[said : said + 300]
+    rows = pd.DataFrame({"steps": [4, 8, 8], "warmup": [1, 1, 0]})
+    window = answer.measured_window(rows, pd.Series([1, 3, 3]))
+    assert "median of 4 or 8 measured steps a repeat" in window and "after 0 or 1 warm-up steps left out" in window
+    assert "over 1–3 repeats a configuration, their geometric mean." in window
+    one = answer.measured_window(pd.DataFrame({"steps": [1], "warmup": [0]}), pd.Series([2, 2]))
+    assert "median of 1 measured step a repeat" in one and "with no warm-up step, over 2 repeats, their" in one
+    assert answer.measured_window(pd.DataFrame({"status": ["ok"]}), pd.Series([2])) == ""  # an older schema's rows
