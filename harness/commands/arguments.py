@@ -305,7 +305,7 @@ def add_predict_parser(commands) -> None:
                          "here, in one file to share, in a folder that exists (a CPU "
                          "run's without --local-step-ms: its communication and memory, no step); written beside a "
                          "site's index.html (reports/site/NAME.html), the index and the run's pages link "
-                         "it")  # fmt: skip
+                         "it, and it loads the site's plotly.js instead of its own")  # fmt: skip
     predict.add_argument("--local-step-ms", type=value_or_each(finite("--local-step-ms", "the one-GPU step in ms")),
                          metavar="MS|NAME=MS,…",
                          help="one GPU's step (without DDP) of the model you will train, at your batch per GPU, on the "

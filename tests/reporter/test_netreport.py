@@ -989,3 +989,27 @@ def test_a_what_if_page_at_one_gpu_count_says_each_figure_once(built):
     assert profile.caveat(h100, 4) and not whatif_choice._misses(h100, pd.concat(at_4), at_4)  # the answer's only
     both = [frame(8, 1), frame(32, 4)]
     assert whatif_choice._misses(h100, pd.concat(both), both) == published.cap_caveats(h100, [1])  # 4 nodes: above
+
+
+def test_a_predict_page_written_into_a_site_loads_the_sites_plotly_and_one_alone_carries_its_own(built, tmp_path):
+    """A page `predict --page` wrote into a site's folder embedded its own plotly.js (h100.html 4.86 MB) beside the
+    site's assets/plotly.min.js; it loads the site's asset, as the site's pages do. A page alone must open alone."""
+    from plotly.offline import get_plotlyjs
+
+    from harness import cli
+    from reports.pages.html import PLOTLY_ASSET
+
+    results, built_site = built
+    out = tmp_path / "site"
+    shutil.copytree(built_site.index.parent, out)  # the module's site: a copy to write into
+    alone = tmp_path / "alone"
+    alone.mkdir()
+    for page_file in (out / "h100.html", alone / "h100.html"):
+        assert cli.main(["predict", "--run", "bucket_sweep", "--results", str(results), "--cluster", "dgx-h100",
+                         "--nodes", "1", "--page", str(page_file)]) == 0  # fmt: skip
+    in_site, by_itself = (out / "h100.html").read_text(), (alone / "h100.html").read_text()
+    script = get_plotlyjs()[:200]  # the library's opening, in a page that embeds it
+    assert f'<script src="{PLOTLY_ASSET}"></script>' in in_site and (out / PLOTLY_ASSET).is_file()
+    assert script not in in_site and (out / "h100.html").stat().st_size < 1_000_000
+    assert "Plotly.newPlot" in in_site  # figures still drawn, from the site's asset
+    assert script in by_itself and PLOTLY_ASSET not in by_itself and "Plotly.newPlot" in by_itself

@@ -166,7 +166,8 @@ def whatif_page(meta: dict, configs: pd.DataFrame, profiles: pd.DataFrame, clust
                 step_estimate: Callable[[], list[tuple[str, str, float, str]]] | None = None,
                 train_run: tuple[float, float | None] | None = None, step_estimated: bool = False) -> str:  # fmt: skip
     """The page in a site (links to the index and the run's page), or `standalone`: one file with plotly.js in it and
-    no links, as `predict --page` writes it (`site_nav`: written into a site's folder, the same links from there);
+    no links, as `predict --page` writes it (`site_nav`: written into a site's folder, the same links from there, and
+    plotly.js from the site's asset);
     `caps`, `local_step_ms`, `full_params` as predicted_rows takes them;
     `memory(setup)`: the rows memory is counted from and what size they are of (default: the run's own);
     `checked(setup)`: the step models' errors on the run's own steps; `trained`: what --train-wopt changed; `ends`:
@@ -215,7 +216,9 @@ def whatif_page(meta: dict, configs: pd.DataFrame, profiles: pd.DataFrame, clust
         parts.append("<p>This run stored no gradient-ready profile (a bench run at world size 1 stores one), so "
                      "there is nothing to predict from.</p>")  # fmt: skip
         return page(title, "\n".join(parts), depth=1, plots=False, **mark)
-    inline, figs, booked = {"inline": True, **mark} if standalone else {}, FigureList(), {}
+    # plotly.js: a page alone carries its own (4.8 MB); one in a site's folder, beside its index, loads the site's
+    placed = {"inline": standalone and not site_nav, "depth": 0 if standalone else 1, **mark}
+    figs, booked = FigureList(), {}
     rows = rows.assign(size=wm.BENCHED, run_size=rows["size"]) if trained else rows  # memory, floors: another's
     counted = {label: memory(wm.setup_of(group)) for label, group in rows.groupby("setup")} if memory else {}
     marked = {"marked": worlds} if gpus else {}  # the figures' span, the counts asked in bold
@@ -259,7 +262,7 @@ def whatif_page(meta: dict, configs: pd.DataFrame, profiles: pd.DataFrame, clust
     parts += [_measured_section(configs), wm.memory_section(rows, cluster, worlds, size_note=size_note,
                                                             batch_given=batch_size, shards_said=said_above, run=run),
               wp.sources_section(cluster), wp.published_section(cluster)]  # fmt: skip
-    return page(title, "\n".join(parts), depth=1, **inline, book=_book_words(booked.get("row")) if mark else "")
+    return page(title, "\n".join(parts), **placed, book=_book_words(booked.get("row")) if mark else "")
 
 
 def _book_words(row: tuple | None) -> str:
