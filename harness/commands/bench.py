@@ -309,7 +309,7 @@ def _verdicts(config: BenchConfig, plan, *, repeat_s: float | None = None):
         strategies = [v for v in found if v.kind == decide.STRATEGY]
         console.strategy_verdicts(strategies)
         rounds.to_decide_fixed(found, repeats=config.repeats, max_repeats=config.max_repeats, repeat_s=repeat_s,
-                               command=config.command)  # fmt: skip
+                               command=config.command, nnodes=config.nnodes)  # fmt: skip
     lead = optimizer_lead.cpu_verdict_words(configs, steps, confidence=confidence, verdicts=strategies)
     if lead:  # a CPU optimizer's lead
         where = shlex.join(["--run", plan.run.name, "--results", str(plan.run.parent)])

@@ -72,9 +72,12 @@ def resume_command(run_id: str, results: Path | str, *, program: str = NAME, mor
     return f"{program} {shlex.join(['bench', '--resume', run_id, '--results', str(results), *more])}"
 
 
-def on_every_node(nnodes: int) -> str:
-    """What a command for a run across nodes needs said with it: ' on every node, with its own --node-rank'."""
-    return " on every node, with its own --node-rank" if nnodes > 1 else ""
+def on_every_node(nnodes: int, *, new_run: bool = False) -> str:
+    """What a command for a run across nodes needs said with it: ' on every node, with its own --node-rank' (a
+    `new_run`'s nodes join by one new --run-id: theirs)."""
+    if nnodes <= 1:
+        return ""
+    return " on every node, with its own --node-rank" + (" and one new --run-id" if new_run else "")
 
 
 def retry_words(failed: int, command: str = "--retry-failed") -> str:

@@ -227,8 +227,8 @@ def sweep_command(configs: pd.DataFrame, meta: dict, workload: str | list[str], 
     words += ["--results", str(results)] if results and Path(results) != DEFAULT_RESULTS else []
     if nnodes > 1:  # the sweep spans the run's nodes, as the run did; a new run, so a new --run-id, the user's
         words += ["--nnodes", str(nnodes), "--rdzv-endpoint", str(meta["config"].get("rdzv_endpoint"))]
-    more = f"{on_every_node(nnodes)} and one new --run-id" if nnodes > 1 else ""
-    return f"{program} {shlex.join(words[1:])}{more}"  # the program as the console names it: maybe several words
+    # the program as the console names it: maybe several words
+    return f"{program} {shlex.join(words[1:])}{on_every_node(nnodes, new_run=True)}"
 
 
 def no_sweep_note(run: RunData, workload: str) -> str:

@@ -142,3 +142,22 @@ def test_what_decides_a_run_across_nodes_is_run_on_every_node(capsys):
     assert "--max-repeats 242 on every node, with its own --node-rank and one new --run-id (" in said, said
     rounds.to_decide(standing, run_id="r1", results="res", max_repeats=20)
     assert "every node" not in capsys.readouterr().out
+
+
+def test_a_fixed_runs_new_run_across_nodes_drops_node_rank_and_is_run_on_every_node(capsys):
+    """Node 0 of a two-node `--repeats 1` run said 'to decide the open verdict: a new run: … --node-rank 0 …
+    --repeats auto …': node 1 pasting it would join as a second node 0, and nothing said to run it on every node."""
+    command = ("ddpbench", "bench", "--gpus", "1", "--nnodes", "2", "--node-rank", "0", "--rdzv-endpoint", "h:29500",
+               "--run-id", "job", "--repeats", "1")  # fmt: skip
+    found = [open_verdict("w2 mlp/small zero vs stock", repeats=1, needed=4)]
+    rounds.to_decide_fixed(found, repeats=1, max_repeats=20, command=command, nnodes=2)
+    said = capsys.readouterr().out
+    assert "--node-rank" not in said.replace("with its own --node-rank", ""), said
+    assert ("--rdzv-endpoint h:29500 --repeats auto on every node, with its own --node-rank and one new --run-id "
+            "(it repeats only") in said, said  # fmt: skip
+    standing = Decided(found, 1, 600.0, beyond_s=3600.0)  # the auto run's new run, which kept --node-rank 0 too
+    rounds.to_decide(standing, run_id="job", results="res", max_repeats=2, command=command, nnodes=2)
+    said = capsys.readouterr().out
+    assert "--node-rank 0" not in said and "--max-repeats 4 on every node, with its own --node-rank" in said, said
+    rounds.to_decide_fixed(found, repeats=1, max_repeats=20, command=command[:4])
+    assert "every node" not in capsys.readouterr().out

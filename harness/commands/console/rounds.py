@@ -221,8 +221,7 @@ def to_decide(standing, *, run_id: str, results: Path | str, max_repeats: int, c
         measuring = all(v.instrument for v in sizing)  # no strategy to deploy left open: theirs size it, said so
         whose = " of a strategy to deploy" if not measuring and any(v.instrument for v in beyond if v.reachable) else ""
         only = "; only verdicts of strategies that measure, none to deploy, are open" if measuring else ""
-        run = new_run_command(command, ("--max-repeats", str(need))) + on_every_node(nnodes)
-        run += " and one new --run-id" if nnodes > 1 else ""  # the nodes of a new run join by its id
+        run = new_run_command(command, ("--max-repeats", str(need))) + on_every_node(nnodes, new_run=True)
         console.say(f"ddpbench: {head}: {run} (the most an open verdict{whose} "
             f"needs at the spread and ratio seen{took}{rough}{only}{_measuring_only(beyond, need)}; the verdicts "
             "decided here stop early again); --resume "
@@ -242,9 +241,9 @@ def _measuring_only(beyond: list, need: int) -> str:
             f"{'a strategy' if len(left) == 1 else 'strategies'} to deploy, so left out of it")  # fmt: skip
 
 
-DROPPED = {"--max-repeats": 1, "--budget": 1, "--run-id": 1, "--resume": 1, "--retry-failed": 0}
-"""The flags of a run's command that a new run with more repeats replaces or must not repeat (a --run-id is taken),
-and how many values each takes."""
+DROPPED = {"--max-repeats": 1, "--budget": 1, "--run-id": 1, "--resume": 1, "--retry-failed": 0, "--node-rank": 1}
+"""The flags of a run's command that a new run with more repeats replaces or must not repeat (a --run-id is taken;
+one node's --node-rank, on every node, joins two node 0s), and how many values each takes."""
 
 
 def new_run_command(command: tuple[str, ...], more: tuple[str, ...], *, drop: dict[str, int] | None = None) -> str:
@@ -345,16 +344,16 @@ def _capped(still: list) -> list:
     return [v for v in still if v.repeats_needed and not v.reachable]
 
 
-def to_decide_fixed(
-    found: list, *, repeats: int, max_repeats: int, repeat_s: float | None = None, command: tuple[str, ...] = ()
-) -> None:
+def to_decide_fixed(found: list, *, repeats: int, max_repeats: int, repeat_s: float | None = None,
+                    command: tuple[str, ...] = (), nnodes: int = 1) -> None:  # fmt: skip
     """After a run of a fixed `--repeats N` whose verdicts stay open ('open after 1 repeats (need about 2)'): the
-    command that decides them. Not --resume (it runs no repeat beyond the run's own --repeats, and refuses a new
-    one): the run's own `command` as a new run with --repeats auto, which repeats only what the open ones rest on
-    (with the --max-repeats the neediest asks), or with --repeats M, every configuration M times, and how long that
-    takes at this run's pace (`repeat_s`: the seconds one repeat of every configuration took). The run's command,
-    not 'the same command': after `--resume RUN` that one refuses --repeats. Where that is past OUT_OF_REACH_S, no
-    command: a run said '--repeats 626' where that took 48 h, and what helps is a narrower spread."""
+    command that decides them (across `nnodes` nodes, run on every node). Not --resume (it runs no repeat beyond the
+    run's own --repeats, and refuses a new one): the run's own `command` as a new run with --repeats auto, which
+    repeats only what the open ones rest on (with the --max-repeats the neediest asks), or with --repeats M, every
+    configuration M times, and how long that takes at this run's pace (`repeat_s`: the seconds one repeat of every
+    configuration took). The run's command, not 'the same command': after `--resume RUN` that one refuses --repeats.
+    Where that is past OUT_OF_REACH_S, no command: a run said '--repeats 626' where that took 48 h, and what helps is
+    a narrower spread."""
     still = [v for v in found if not v.decided]
     if not still:
         return
@@ -372,7 +371,7 @@ def to_decide_fixed(
             most = ("--max-repeats", str(need)) if need > max_repeats else ()
             pace += "; auto, less" if pace else ""
             again = ("--repeats", "auto", *most)
-            way = new_run_command(command, again, drop={"--repeats": 1})
+            way = new_run_command(command, again, drop={"--repeats": 1}) + on_every_node(nnodes, new_run=True)
             instead = " in place of auto" if known_command(command) else ""  # the command shown has it
             every = (
                 f", or with --repeats {need}{instead} (every configuration {need} times{pace})"
