@@ -10,8 +10,9 @@ first repeats alone, per round of verdicts (`verdicts`: a round of `--repeats au
 `other`). The planned run's fixed cost by one earlier run is that run's cost of each part times the planned run's
 count of it (`Shape`); the forecast is the median over the newest RECENT runs that count, said with the median run's
 parts (two middle runs': their mean) and the range. A run counts where it ran on this machine (its hostname) and
-device kind, with as many (simulated) GPUs as planned (a launch of more ranks costs more to start and to tear down);
-of those, the runs of a workload and size planned where there are any (building and parity cost with the model).
+device kind, with as many (simulated) GPUs as planned (a launch of more ranks costs more to start and to tear down)
+on as many nodes (a launch across nodes waits on their rendezvous, one on a node does not); of those, the runs of a
+workload and size planned where there are any (building and parity cost with the model).
 
 A summary from before summary.json counted launches (2026-12-06) gives them from its run.json's configurations, one
 launch per repeat, world size and parameter-server rank, where the run had one session (no retry counted), and
@@ -107,6 +108,11 @@ def largest_world(configurations) -> int:
     return max((c.world_size for c in configurations), default=0)
 
 
+def nodes_of(configurations) -> int:
+    """The nodes a plan runs on (1 for a plan from before configurations said so)."""
+    return max((max(c.nnodes, 1) for c in configurations), default=1)
+
+
 def shape_of(configurations, *, rounds: int = 1) -> Shape:
     """The planned `configurations`' launches (as the dry run counts them), the configurations that launch (those
     skipped here launch nothing) and their first repeats."""
@@ -119,10 +125,11 @@ def shape_of(configurations, *, rounds: int = 1) -> Shape:
 
 def fixed_cost(configurations, results: Path) -> FixedCost | None:
     """The planned `configurations`' fixed cost as the runs in `results` measured it on this device kind, on this
-    machine, with as many GPUs; None where none measured it."""
+    machine, with as many GPUs on as many nodes; None where none measured it."""
     if not configurations:
         return None
-    device, host, world = configurations[0].device, socket.gethostname(), largest_world(configurations)
+    device, host = configurations[0].device, socket.gethostname()
+    shape = (largest_world(configurations), nodes_of(configurations))
     planned = {(cfg.workload, cfg.size) for cfg in configurations}
     counted: list[tuple[Measured, bool]] = []
     for run in store.list_runs(results):
@@ -130,7 +137,7 @@ def fixed_cost(configurations, results: Path) -> FixedCost | None:
             meta = store.read_run_meta(run)
         except ConfigError:
             continue
-        if not measured_here(meta, device, host) or _run_world(run, meta) != world:
+        if not measured_here(meta, device, host) or _run_shape(run, meta) != shape:
             continue
         if (found := measured(run, meta)) is not None:
             counted.append((found, bool(planned & setups(run, meta))))
@@ -237,12 +244,14 @@ def _launches_planned(meta: dict) -> int | None:
     return len({(c.get("repeat", 0), c.get("world_size"), c.get("extra_ranks", 0)) for c in planned}) or None
 
 
-def _run_world(run: Path, meta: dict) -> int | None:
-    """An earlier run's largest world size: its run.json's, or, where that lists no configurations, its rows'."""
-    planned = meta.get("configurations")
-    if isinstance(planned, list) and planned:
-        return max((int(c.get("world_size") or 0) for c in planned if isinstance(c, dict)), default=None)
+def _run_shape(run: Path, meta: dict) -> tuple[int, int] | None:
+    """An earlier run's largest world size and its nodes: its run.json's, or, where that lists no configurations, its
+    rows' (1 node where they predate the column)."""
+    planned = [c for c in meta.get("configurations") or [] if isinstance(c, dict)]
+    if planned:
+        return max(int(c.get("world_size") or 0) for c in planned), max(int(c.get("nnodes") or 1) for c in planned)
     try:
-        return int(store.read_configs(run)["world_size"].max())
+        rows = store.read_configs(run)
+        return int(rows["world_size"].max()), int(rows["nnodes"].max()) if "nnodes" in rows else 1
     except (ConfigError, ValueError, OSError, KeyError):
         return None

@@ -69,3 +69,23 @@ def test_the_fixed_cost_is_looked_for_in_the_default_results_too(tmp_path, monke
     monkeypatch.setattr(fixed_cost, "fixed_cost", measured_in)
     assert forecast_notes.fixed_cost_here([_configuration("stock")], tmp_path / "new") == ("measured", cfgmod.RESULTS)
     assert seen == [tmp_path / "new", cfgmod.RESULTS]
+
+
+def test_the_fixed_cost_of_a_run_across_nodes_is_taken_from_runs_across_as_many_nodes(tmp_path):
+    """A dry run of 1 GPU on each of 2 nodes took the fixed cost of a one-node run of 2 GPUs (as many ranks) without a
+    word, and the other way round: a launch across nodes waits on a rendezvous of its nodes, one on a node does not."""
+    import json
+
+    from harness.handoff import fixed_cost
+    from harness.results import store
+
+    for run, nodes, wall in (("one-node", 1, 20.0), ("two-node", 2, 40.0)):
+        planned = dataclasses.replace(_configuration("stock"), nnodes=nodes)
+        meta = {"device": "cpu", "environment": {}, "configurations": [planned.to_json()]}
+        store.write_json(tmp_path / run / "run.json", meta)
+        session = {"wall_s": wall, "phases_s": {"launch": wall / 2, "steps": 1.0}, "launched": 1, "launches": 1}
+        (tmp_path / run / "summary.json").write_text(json.dumps({**session, "session": session}))
+    for nodes, run in ((1, "one-node"), (2, "two-node")):
+        found = fixed_cost.fixed_cost([dataclasses.replace(_configuration("stock"), nnodes=nodes)], tmp_path)
+        assert [m.run for m in found.measured] == [run], nodes
+    assert fixed_cost.fixed_cost([dataclasses.replace(_configuration("stock"), nnodes=4)], tmp_path) is None

@@ -37,7 +37,7 @@ def say_forecast(
     where that forecast of its first two repeats ends past `auto`'s --budget (a walkthrough's --budget 8m took
     17.5 min, unsaid). `expand(impls)`: the plan with other strategies, for narrower ones that fit --budget."""
     from harness.analysis.forecast import forecast, medians_here
-    from harness.handoff.fixed_cost import largest_world
+    from harness.handoff.fixed_cost import largest_world, nodes_of
 
     if not configurations:
         return
@@ -68,6 +68,7 @@ def say_forecast(
     floor = _estimate(found.unmeasured, paced, threads=threads, pace=pace)
     world = largest_world(configurations)
     gpus = f"{world} {'simulated ' if configurations[0].device == 'cpu' else ''}GPU{'s' * (world != 1)}"
+    gpus += f" on {nodes} nodes" if (nodes := nodes_of(configurations)) > 1 else ""  # the fixed cost's runs: as many
     if not found.known and not floor and fixed is None:
         say(f"ddpbench: no time forecast: no earlier run here in {str(results)!r} measured these configurations, nor "
             f"the fixed cost of a run of {gpus} (the progress line gives one once the run has a pace)")  # fmt: skip
