@@ -364,10 +364,10 @@ def _ended_early(plan, stop: BaseException, received: str | None, *, began: floa
     --fail-fast, or by a write error (a full disk: nothing more can be kept); anything else propagates."""
     from harness.launch import launcher as launch
 
-    if received or isinstance(stop, (KeyboardInterrupt, Terminated)):
-        why = received or ("SIGINT" if isinstance(stop, KeyboardInterrupt) else "SIGTERM")
+    if received or isinstance(stop, (KeyboardInterrupt, Terminated, launch.NodeZeroGone)):  # another node's: node 0's
+        why = received or getattr(stop, "why", None) or ("SIGINT" if isinstance(stop, KeyboardInterrupt) else "SIGTERM")
         progress.catch_up()  # a configuration written as the signal came: its line, before the count
-        return _stopped(plan, why, EXIT_SIGNAL[why], wall_s=time.monotonic() - began)
+        return _stopped(plan, why, EXIT_SIGNAL.get(why, EXIT_FAILED), wall_s=time.monotonic() - began)
     if isinstance(stop, launch.FailFast):
         progress.catch_up()  # as for a signal: the failed row's line, and any written before it, before the count
         console.say_err(f"ddpbench: --fail-fast: stopping at the first failure: {stop}")

@@ -145,6 +145,63 @@ def host_context(environment: dict[str, Any], device: str) -> dict[str, Any]:
     }
 
 
+NODE_ZERO_CHECK_S = 1.0
+"""How often another node's launcher looks whether node 0's session still holds the run."""
+UNLOCKED = "(the run's folder cannot be locked)"
+"""node_zero_session's word where the file system has no flock: nothing tells node 0's session, or its end."""
+
+
+class NodeZeroGone(Exception):
+    """Node 0's session let go of the run (Ctrl-C, a failure or a kill there) while this node waited on it."""
+
+    def __init__(self, why: str = "node 0's end (its session let go of the run while this node waited on it)"):
+        super().__init__(why)
+        self.why = why  # what stopped this node, as bench's stop line says it
+
+
+def node_zero_session(run: Path) -> str | None:
+    """The session that holds the run (node 0's, which names itself in the lock: pid, host, start); None while none
+    does (not started yet, or ended); UNLOCKED where the file system cannot lock."""
+    try:
+        fd = os.open(Path(run) / layout.SESSION_LOCK, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return os.pread(fd, 4096, 0).decode(errors="replace")
+    except OSError:
+        return UNLOCKED
+    finally:
+        os.close(fd)  # drops the shared lock just taken, if it was
+    return None
+
+
+class NodeZeroWatch:
+    """Another node's view of node 0's session: `check` (at most once a NODE_ZERO_CHECK_S) returns it, and raises
+    NodeZeroGone once a session seen holding the run has let go of it (or another holds it: node 0 started again).
+    Its ranks may not notice: a rank waiting on a store this node hosts waited up to the 10-minute first-step limit."""
+
+    def __init__(self, run: Path) -> None:
+        self.run, self.seen, self.looked = run, None, -NODE_ZERO_CHECK_S
+
+    def check(self) -> str | None:
+        if time.monotonic() - self.looked >= NODE_ZERO_CHECK_S:
+            self.looked, now = time.monotonic(), node_zero_session(self.run)
+            if self.seen not in (None, UNLOCKED) and now != self.seen:
+                raise NodeZeroGone()
+            self.seen = now
+        return self.seen
+
+
+_watches: dict[Path, NodeZeroWatch] = {}
+
+
+def node_zero_watch(run: Path) -> NodeZeroWatch:
+    """This session's one watch of node 0 on `run`: a launch and the wait between rounds share what it has seen."""
+    return _watches.setdefault(Path(run).resolve(), NodeZeroWatch(run))
+
+
 def resume_run(
     results: Path, run_id: str, *, retry_failed: bool = False, node_rank: int = 0, environment: dict | None = None
 ) -> tuple[BenchConfig, BenchRun, int]:
@@ -254,7 +311,7 @@ def hold_run(run: Path, run_id: str, *, unlocked: str = UNLOCKED) -> None:
         return
     fd = os.open(Path(run) / layout.SESSION_LOCK, os.O_RDWR | os.O_CREAT, 0o644)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        _lock(fd)
     except BlockingIOError:
         holder = _holder(fd)
         os.close(fd)
@@ -274,6 +331,17 @@ def hold_run(run: Path, run_id: str, *, unlocked: str = UNLOCKED) -> None:
     os.ftruncate(fd, 0)
     os.write(fd, json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "since": since}).encode())
     _held[key] = fd
+
+
+def _lock(fd: int, tries: int = 5) -> None:
+    """flock's exclusive lock, tried again for a moment: another node's launcher that looks whether node 0 still
+    runs (node_zero_session) holds a shared one for a few microseconds."""
+    for _ in range(tries - 1):
+        try:
+            return fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            time.sleep(0.02)
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
 
 
 def release_runs() -> None:

@@ -22,7 +22,7 @@ from harness.config.grid import Configuration
 from harness.handoff import costs, neighbours, pairing, records
 from harness.handoff.rank_result import RankResult
 from harness.launch import earlier
-from harness.launch.bench_run import BenchRun
+from harness.launch.bench_run import BenchRun, NodeZeroGone, node_zero_watch  # noqa: F401 (bench catches it here)
 from harness.launch.diagnose import diagnose
 from harness.launch.rendezvous import Rendezvous
 from harness.launch.torchrun import WORKER, LaunchEnd, launch_ranks
@@ -177,13 +177,26 @@ def _run_launch(
         rendezvous=rendezvous(config, plan.run_id),
         extra_ranks=pending[0].extra_ranks,
         collect=collect,
-        on_tick=on_tick,
+        on_tick=on_tick if config.node_rank == 0 else _watching_node_zero(plan, on_tick),
         device=plan.device,
     )
     costs.add_into(plan.phases_s, costs.read_launch(plan_path, launched_at=launched_at, ended_at=time.time()))
     watch.end(plan_path, plan.launches[-1], [c.config_id for c in pending], ranks=pending[0].processes,
               session=plan.session)  # fmt: skip
     return end
+
+
+def _watching_node_zero(plan: BenchRun, on_tick: Callable[[], None] | None) -> Callable[[], None]:
+    """Another node's tick: `on_tick`, and NodeZeroGone once node 0's session has let go of the run (the launch is
+    stopped as the exception leaves it): its ranks may wait on node 0's for minutes, and a rendezvous for 5."""
+    watch = node_zero_watch(plan.run)
+
+    def tick() -> None:
+        watch.check()
+        if on_tick is not None:
+            on_tick()
+
+    return tick
 
 
 def rendezvous(config: BenchConfig, run_id: str) -> Rendezvous:

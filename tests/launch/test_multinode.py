@@ -8,6 +8,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -258,3 +259,35 @@ def test_another_node_whose_plan_node_0_never_writes_says_node_0s_status_is_the_
         f"results in {run}/; exit 1: 1 configuration of its plan not written by node 0 within 0 s of its end (node 0 "
         "stopped or gone?): node 0's exit status is the run's\n"
     )
+
+
+def _node_1(run: Path, **kw) -> tuple[BenchConfig, list]:
+    config = BenchConfig(gpus=1, impls=("naive",), size="tiny", baseline=False, results=run.parent, run_id=run.name,
+                         nnodes=2, node_rank=1, rdzv_endpoint="127.0.0.1:29400", **kw)  # fmt: skip
+    return config, expand(config, device="cpu")
+
+
+SILENT_AGENT = "import time; print('waiting on node 0', flush=True); time.sleep(40)"
+
+
+def test_another_nodes_launch_ends_within_seconds_once_node_0s_session_lets_go(tmp_path, monkeypatch):
+    """After Ctrl-C on node 0, node 1 sat 'building the model' for over 6 minutes: its ranks waited on node 0's, and
+    its launcher on them, up to the 10-minute first-step limit. It now ends the launch once node 0's session lets go
+    of the run (NodeZeroGone: bench's stop line says so)."""
+    from harness.launch import launcher, torchrun
+
+    run = tmp_path / "job"
+    run.mkdir()
+    config, planned = _node_1(run, repeats=1, timeout_s=600.0)
+    holds = ("import sys, time; from harness.launch import bench_run; bench_run.hold_run(sys.argv[1], 'job'); "
+             "print('held', flush=True); time.sleep(3)")  # fmt: skip
+    node_0 = subprocess.Popen([sys.executable, "-c", holds, str(run)], cwd=PROJECT, stdout=subprocess.PIPE, text=True)
+    assert node_0.stdout.readline().strip() == "held"
+    monkeypatch.setattr(torchrun, "torchrun_command", lambda *args, **kwargs: [sys.executable, "-c", SILENT_AGENT])
+    plan = bench_run.BenchRun("job", run, "cpu", 1, list(planned), {}, node_rank=1)
+    began = time.monotonic()
+    with pytest.raises(Exception, match="node 0's end") as stopped:
+        launcher.launch_group(config, plan, list(planned), on_written=lambda cfg: None)
+    # node 0 let go 3 s in; its launch would have waited 40 s
+    assert isinstance(stopped.value, bench_run.NodeZeroGone) and time.monotonic() - began < 15
+    node_0.wait(timeout=10)
