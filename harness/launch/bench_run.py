@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.config.bench import BenchConfig, ConfigError
+from harness.config.flags import AUTO
 from harness.config.grid import Configuration
 from harness.config.ranks import available_cpus, threads_per_rank
 from harness.results import layout, store
@@ -76,6 +77,11 @@ def create_run(
     run = store.run_dir(config.results, run_id)
     if config.node_rank != 0:
         wait_for_node_zero(run)
+        if config.repeats == AUTO and not RunFolder(run).run_json.is_file():  # node 0 decides each round there
+            raise ConfigError(f"--repeats auto across nodes needs --results on a file system every node shares, "
+                              f"where node 0 decides each round: its run.json did not appear in {str(run)!r} within "
+                              f"{NODE_ZERO_WAIT_S:.0f} s; share the folder (start node 0 first), or give "
+                              "--repeats N")  # fmt: skip
     try:
         run.mkdir(parents=True, exist_ok=config.node_rank != 0)
     except FileExistsError:
@@ -175,6 +181,13 @@ def node_zero_session(run: Path) -> str | None:
     finally:
         os.close(fd)  # drops the shared lock just taken, if it was
     return None
+
+
+def own_session(run: Path) -> str:
+    """This session's name in the run's lock, as node_zero_session reads it on another node (UNLOCKED where the file
+    system could not lock). Read, not probed: on NFS flock is a POSIX lock, which never conflicts within a process."""
+    fd = _held.get(Path(run).resolve())
+    return UNLOCKED if fd is None else os.pread(fd, 4096, 0).decode(errors="replace")
 
 
 class NodeZeroWatch:

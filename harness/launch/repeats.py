@@ -3,11 +3,15 @@ again only the configurations an open verdict rests on, up to the next look, eac
 as before, until every verdict is decided, --max-repeats is reached or --budget is spent.
 
 The new repeats are added to run.json's configurations before they launch, so that `--resume` finds them
-(and goes on deciding: a resumed auto run runs this loop too).
+(and goes on deciding: a resumed auto run runs this loop too). Across nodes node 0 alone decides (its launcher judges
+the rows, and its budget and pace are the run's): each round it decided goes into the run folder (layout.ROUNDS), and
+the other nodes' launchers run it from there, so every node launches the same round. That needs --results on a file
+system the nodes share (bench_run.create_run refuses auto across nodes without it).
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import itertools
 import json
@@ -21,7 +25,7 @@ from harness.config.bench import BenchConfig
 from harness.config.flags import AUTO
 from harness.config.grid import Configuration
 from harness.handoff import costs
-from harness.launch.bench_run import BenchRun
+from harness.launch.bench_run import UNLOCKED, BenchRun, NodeZeroGone, node_zero_watch, own_session
 from harness.launch.earlier import planned_configurations
 from harness.launch.launcher import run_groups
 from harness.results import store
@@ -62,6 +66,9 @@ def until_decided(
     `on_round` hears each round's standing and the configurations about to run (none: the last word)."""
     if config.repeats != AUTO:
         return None
+    if plan.node_rank:
+        return _node_zero_rounds(config, plan, known=done + len(plan.configurations), on_round=on_round,
+                                 on_written=on_written, on_tick=on_tick)  # fmt: skip
     confidence = decide.look_confidence(config.max_repeats)
     while True:
         pace = _pace(plan, began if launched is None else launched, done)
@@ -72,12 +79,54 @@ def until_decided(
         if next_round and _over_budget(config.budget_s, began, (pace or 0.0) * len(next_round)):
             standing.stopped_by, next_round = "budget", []
         on_round(standing, next_round)
+        looked = _add_to_run(plan, next_round) if next_round else None
+        if config.nnodes > 1:  # the other nodes run the round node 0 decided, not one of their own
+            looked = len(store.read_run_meta(plan.run)["configurations"]) if looked is None else looked
+            store.write_json(RunFolder(plan.run).rounds, {"session": own_session(plan.run), "looked": looked,
+                                                          "next": [c.config_id for c in next_round]})  # fmt: skip
         if not next_round:
             return standing
-        _add_to_run(plan, next_round)
         plan.configurations.extend(next_round)  # this session's: its summary counts their steps
         run_groups(config, dataclasses.replace(plan, configurations=next_round), on_written=on_written,
                    on_tick=on_tick)  # fmt: skip
+
+
+NODE_ZERO_JOIN_S = 300.0
+"""How long another node waits for node 0's session to hold the run before its first round (torchrun's join)."""
+
+
+def _node_zero_rounds(config: BenchConfig, plan: BenchRun, *, known: int, on_round, on_written, on_tick) -> None:
+    """Another node's rounds: each one node 0 decided once it had judged every one of the `known` configurations
+    (ROUNDS, run.json's), until it decides none (`on_round(None, [])`) or its session ends (NodeZeroGone). Planned
+    here, a round of this node's own ran past node 0's (it read run.json after node 0 had added its round), and
+    every later launch failed with PlanMismatchError."""
+    while added := _node_zero_round(plan, known, on_tick):
+        by_id = {c.config_id: c for c in planned_configurations(plan.run)}
+        next_round = [by_id[config_id] for config_id in added["next"]]
+        on_round(None, next_round)
+        known = added["looked"] + len(next_round)
+        plan.configurations.extend(next_round)
+        run_groups(config, dataclasses.replace(plan, configurations=next_round), on_written=on_written,
+                   on_tick=on_tick)  # fmt: skip
+    on_round(None, [])
+
+
+def _node_zero_round(plan: BenchRun, known: int, on_tick) -> dict | None:
+    """Node 0's next round once it is decided ({'looked', 'next'}), None where it decided none: a decision counts
+    where node 0 made it in the session that holds the run now (not one an earlier session left) after judging
+    every configuration this node knows of."""
+    watch, since = node_zero_watch(plan.run), time.monotonic()
+    while True:
+        session = watch.check()  # NodeZeroGone where its session ended
+        with contextlib.suppress(OSError, ValueError):
+            said = json.loads(RunFolder(plan.run).rounds.read_text())
+            if said["looked"] >= known and session is not None and session in (said["session"], UNLOCKED):
+                return said if said["next"] else None
+        if session is None and time.monotonic() - since > NODE_ZERO_JOIN_S:
+            raise NodeZeroGone(f"node 0's absence (no session of it held the run for {NODE_ZERO_JOIN_S:.0f} s)")
+        if on_tick is not None:
+            on_tick()
+        time.sleep(0.2)
 
 
 def more_to_decide(config: BenchConfig, plan: BenchRun, *, pace: float | None = None) -> tuple[Decided | None, list]:
@@ -207,10 +256,13 @@ def _estimate(pace: float | None, repeats: dict, needs: dict[str, int], max_repe
     return more * pace
 
 
-def _add_to_run(plan: BenchRun, added: list[Configuration]) -> None:
+def _add_to_run(plan: BenchRun, added: list[Configuration]) -> int:
     """The new repeats into run.json (whole or not at all), before they launch, and how many configurations
-    the look that asked for them saw (`look_sizes`: the run page tells from it when each verdict was decided)."""
+    the look that asked for them saw (`look_sizes`: the run page tells from it when each verdict was decided;
+    returned)."""
     meta = store.read_run_meta(plan.run)
-    meta["look_sizes"] = [*meta.get("look_sizes", []), len(meta["configurations"])]
+    looked = len(meta["configurations"])
+    meta["look_sizes"] = [*meta.get("look_sizes", []), looked]
     meta["configurations"] = [*meta["configurations"], *(c.to_json() for c in added)]
     store.write_json(RunFolder(plan.run).run_json, meta)
+    return looked

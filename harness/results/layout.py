@@ -48,6 +48,7 @@ WRITTEN_BEFORE = f"{CACHE}/rows/configs.parquet"
 and repeat) reuses it instead of computing it again; `bench` removes it when the run has ended (an
 interrupted run keeps it for --resume)."""
 PROGRESS = ".progress.json"
+ROUNDS = f"{PLANS}/rounds.json"
 SESSION_LOCK = ".session.lock"
 LIVENESS = ".liveness"
 
@@ -85,6 +86,8 @@ ENTRIES = (
     Entry(f"{CONTENTION}/w<N>.parquet", "how overlapped compute and communication slow each other at world size N",
           "rank 0 of collectives"),
     Entry(f"{PLANS}/<launch>.json", "what each launch was asked to run", "the launcher"),
+    Entry(ROUNDS, "across nodes under --repeats auto: the round node 0 decided last (its session, how many "
+          "configurations it judged, those it added), which the other nodes run", "node 0's launcher"),
     Entry(f"{PLANS}/<launch>.costs.json", "where that launch's time went beyond its steps", "rank 0"),
     Entry(f"{PLANS}/<launch>.contention.json", "what else ran beside that launch (a retry's name ends .retryN; a "
           "resumed session's ends .session-<its start>, kept beside the earlier session's): the "
@@ -157,6 +160,10 @@ class RunFolder:
     @property
     def parity_cache(self) -> Path:
         return self.root / PARITY_CACHE
+
+    @property
+    def rounds(self) -> Path:
+        return self.root / ROUNDS
 
     @property
     def progress(self) -> Path:

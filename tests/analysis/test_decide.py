@@ -409,8 +409,8 @@ def test_the_pace_of_the_rounds_counts_from_the_first_launch_and_the_budget_from
     monkeypatch.setattr(repeats, "_pace", lambda plan, since, done: seen.setdefault("pace", since) and 2.0)
     monkeypatch.setattr(repeats, "_standing", lambda *a, **k: (Decided([], 1, None), [object()]))
     monkeypatch.setattr(repeats, "_over_budget", lambda budget, since, next_s: seen.setdefault("budget", since) > 0)
-    config = types.SimpleNamespace(repeats=decide.AUTO, max_repeats=20, budget_s=60.0)
-    plan = types.SimpleNamespace(phases_s={})  # the launcher's own phases: the judging's time is added there
+    config = types.SimpleNamespace(repeats=decide.AUTO, max_repeats=20, budget_s=60.0, nnodes=1)
+    plan = types.SimpleNamespace(phases_s={}, node_rank=0)  # the launcher's own phases: the judging's time goes there
     repeats.until_decided(config, plan, began=100.0, launched=103.0, on_round=lambda *a: None,
                           on_written=lambda c: None)  # fmt: skip
     assert seen == {"pace": 103.0, "budget": 100.0} and set(plan.phases_s) == {"verdicts"}

@@ -57,6 +57,10 @@ def test_two_launchers_on_localhost_run_one_job_and_rank_0_writes(tmp_path):
     assert "node 1's part of run job ended in " in outputs[1] and "sessions" not in outputs[1], outputs[1]
     answer = "ddpbench: the answer (the strategy to deploy"  # said once, by the node that judges the rows
     assert answer not in outputs[1] and answer in outputs[0]
+    # --repeats auto's rounds are node 0's: node 1 took its word that there are none (it decided none of its own)
+    decided = store.read_json(tmp_path / "job" / "plan" / "rounds.json")
+    assert decided["next"] == [] and decided["session"] == (tmp_path / "job" / ".session.lock").read_text()
+    assert "ddpbench: node 0 decided no more rounds" in outputs[1] and "repeats auto:" not in outputs[1], outputs[1]
 
 
 def test_another_node_neither_adds_a_session_to_summary_json_nor_says_the_runs_counts(tmp_path, capsys):
@@ -267,6 +271,43 @@ def _node_1(run: Path, **kw) -> tuple[BenchConfig, list]:
     return config, expand(config, device="cpu")
 
 
+def test_another_node_runs_the_rounds_node_0_decided_not_its_own(tmp_path, monkeypatch):
+    """Every node's launcher judged the rows and added its own round to the shared run.json: node 1 planned past
+    node 0's round, and every launch from the third round on failed with PlanMismatchError. Node 1 now runs the
+    rounds node 0 decides, in node 0's session (a decision an earlier session left is not this one's)."""
+    import threading
+
+    from harness.config.grid import again
+    from harness.launch import repeats
+
+    run = tmp_path / "job"
+    config, planned = _node_1(run, repeats="auto")
+    ahead = again(planned[0], index=1, repeat=1)  # node 0 judged first and added its round before node 1 looked
+    store.write_json(run / "run.json", {"configurations": [c.to_json() for c in (*planned, ahead)]})
+    bench_run.hold_run(run, "job")  # node 0's session (here: this process's lock, taken through another file)
+    node_0 = (run / ".session.lock").read_text()  # as the lock names it: pid, host, start
+    rounds = run / "plan" / "rounds.json"  # layout.ROUNDS
+    store.write_json(rounds, {"session": '{"pid": 1, "host": "earlier"}', "looked": 1, "next": []})  # left before
+    decided = {"session": node_0, "looked": 1, "next": [ahead.config_id]}
+    threading.Timer(0.5, store.write_json, (rounds, decided)).start()  # node 0 decides after node 1 began to wait
+    launched, said = [], []
+
+    def run_groups(config, plan, **kw):
+        launched.append([c.config_id for c in plan.configurations])
+        store.write_json(rounds, {"session": node_0, "looked": 2, "next": []})  # node 0's next look: none more
+
+    monkeypatch.setattr(repeats, "run_groups", run_groups)
+    plan = bench_run.BenchRun("job", run, "cpu", 1, list(planned), {}, node_rank=1)
+    try:
+        repeats.until_decided(config, plan, began=0.0, on_round=lambda standing, more: said.append((standing, more)),
+                              on_written=lambda cfg: None)  # fmt: skip
+    finally:
+        bench_run.release_runs()
+    assert launched == [[ahead.config_id]]
+    assert said == [(None, [ahead]), (None, [])]
+    assert len(store.read_json(run / "run.json")["configurations"]) == 2  # node 1 added none of its own
+
+
 SILENT_AGENT = "import time; print('waiting on node 0', flush=True); time.sleep(40)"
 
 
@@ -291,3 +332,15 @@ def test_another_nodes_launch_ends_within_seconds_once_node_0s_session_lets_go(t
     # node 0 let go 3 s in; its launch would have waited 40 s
     assert isinstance(stopped.value, bench_run.NodeZeroGone) and time.monotonic() - began < 15
     node_0.wait(timeout=10)
+
+
+def test_repeats_auto_across_nodes_without_a_shared_results_folder_is_refused_in_one_line(tmp_path, monkeypatch):
+    """Node 0 decides each round in the run folder: a node that never sees node 0's run.json (node-local disks)
+    would decide rounds of its own and fail every launch after the second; refused, nothing written."""
+    monkeypatch.setattr(bench_run, "NODE_ZERO_WAIT_S", 0.2)
+    config, planned = _node_1(tmp_path / "job", repeats="auto")
+    refused = (r"^--repeats auto across nodes needs --results on a file system every node shares, where node 0 "
+               r"decides each round: its run.json did not appear in ")  # fmt: skip
+    with pytest.raises(ConfigError, match=refused):
+        bench_run.create_run(config, planned, run_id="job", device="cpu", environment={})
+    assert not (tmp_path / "job").exists()

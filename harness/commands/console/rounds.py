@@ -41,8 +41,14 @@ class Standing(Protocol):
 
 def on_round(progress: Progress, config, plan, standing, more: list) -> None:
     """bench's `on_round` (harness.launch.repeats.until_decided): the round's line, and after the last, what would
-    decide the verdicts left open."""
+    decide the verdicts left open; on another node (no `standing`: node 0 judges), the round node 0 decided."""
     progress.extend(more)
+    if standing is None:
+        with progress.above():
+            runs = counted(len(more), "more configuration run")
+            console.say(f"ddpbench: node 0 decided the next round: {runs}" if more
+                        else "ddpbench: node 0 decided no more rounds; its last lines give the verdicts")  # fmt: skip
+        return
     if not more:  # the last word goes below the bar's last state, not onto its line
         progress.close()
         standing = dataclasses.replace(standing, verdicts=[still_given_up(v, progress.given_up)
