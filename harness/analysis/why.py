@@ -137,7 +137,7 @@ def _share(value: float, gap: float, shares: bool) -> str:
 def _strategy(row: Any) -> str:
     from harness.results.values import configuration_label
 
-    return configuration_label(str(row["impl"]), _get(row, "impl_options"))
+    return configuration_label(str(row["impl"]), _get(row, "impl_options"), grad_accum=_get(row, "grad_accum"))
 
 
 def _advice(column: str, row: Any, run: pd.DataFrame | None, *, cores: int | None, confidence: float) -> str:

@@ -29,7 +29,7 @@ from harness.config.flags import AUTO, Unsplit, from_args
 from harness.handoff import costs
 from harness.results import contention
 from harness.results.layout import RunFolder
-from harness.results.values import configuration_label
+from harness.results.values import row_label
 
 RUN_ID_TRIES = 10
 
@@ -332,7 +332,7 @@ def _drift_lines(configs) -> list[str]:
     for _, group in ok.groupby([k for k in why.SAME_CONFIGURATION if k in ok], dropna=False, sort=False):
         if note := drift.drift_note(group["step_ms_drift"].tolist(), group["step_ms_drift_se"].tolist()):
             row = group.iloc[0]
-            strategy = configuration_label(row["impl"], row["impl_options"])
+            strategy = row_label(row)
             lines.append(f"w{row['world_size']} {row['workload']}/{row['size']} {strategy}: {note}")
     return lines
 

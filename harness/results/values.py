@@ -66,13 +66,31 @@ def strategy_label(impl: str, impl_options: str | None, *, without: tuple[str, .
     return f"{impl} {shown}" if shown else impl
 
 
-def configuration_label(impl: str, impl_options: Any, *, without: tuple[str, ...] = ()) -> str:
+def configuration_label(impl: str, impl_options: Any, *, without: tuple[str, ...] = (), grad_accum: Any = 1) -> str:
     """'stock comm_hook=fp16': what names a configuration for a user, everywhere: its strategy and the options it sets
     away from the strategy as shipped (an explicit bucket_cap_mb among them: it changes the layout), not the defaults
-    a sweep spelt out (`impls.beyond_defaults`). configuration_labels keeps an option where two would read alike."""
+    a sweep spelt out (`impls.beyond_defaults`), and ' K=4' where it accumulated gradients (`accumulation_words`).
+    configuration_labels keeps an option where two would read alike."""
     import impls  # the registry's defaults, read where a name is made
 
-    return strategy_label(impl, impls.beyond_defaults(impl, options_of(impl_options)), without=without)
+    label = strategy_label(impl, impls.beyond_defaults(impl, options_of(impl_options)), without=without)
+    return label + accumulation_words(grad_accum)
+
+
+def accumulation_words(grad_accum: Any) -> str:
+    """' K=4' for a configuration that ran 4 micro-batches a step (`bench --grad-accum 4`); '' at K=1 or unknown (a row
+    from before the column), whose names read as they always did: K=1 and K=4 of one strategy never read alike."""
+    try:
+        count = int(grad_accum)
+    except (TypeError, ValueError):  # None, or a missing value read as NaN
+        return ""
+    return f" K={count}" if count > 1 else ""
+
+
+def row_label(row: Any) -> str:
+    """A row's configuration_label (a mapping or pandas row of configs columns): its strategy, options and K."""
+    get = row.get if hasattr(row, "get") else lambda key, default=None: getattr(row, key, default)
+    return configuration_label(row["impl"], get("impl_options"), grad_accum=get("grad_accum", 1))
 
 
 def configuration_labels(impl_names, impl_options, *, without: tuple[str, ...] = ()) -> list[str]:

@@ -569,3 +569,20 @@ def test_a_given_up_verdict_is_not_said_again_under_its_line(monkeypatch):
     rounds.to_decide(Decided([dataclasses.replace(hopeless, given_up=False)], 8, None, stopped_by="budget"),
                      run_id="r1", results="res", max_repeats=20)  # fmt: skip
     assert "more repeats will not decide it" in out.getvalue()  # not given up: its line did not say so
+
+
+def test_k1_and_k4_of_one_setup_are_named_apart():
+    """`bench --grad-accum 1,4`: each K is its own setup, and its verdicts say which (both read 'w2 gpt2/tiny naive vs
+    stock bucket_cap_mb=25' before); K=1 reads as a run without accumulation always did."""
+    sides = []
+    for accum, naive_ms in ((1, 180.0), (4, 700.0)):
+        stock, stock_steps = rows({1.0: 150.0 * accum, 25.0: 100.0 * accum}, repeats=3)
+        naive, naive_steps = rows({25.0: naive_ms}, repeats=3, impl="naive")
+        naive["impl_options"], naive["bucket_cap_mb"] = "{}", None
+        for frame in (stock, stock_steps, naive, naive_steps):
+            frame["config_id"] = frame["config_id"] + f"-k{accum}"
+        sides.append((pd.concat([stock, naive]).assign(grad_accum=accum), pd.concat([stock_steps, naive_steps])))
+    found = decide.verdicts(*(pd.concat(frames) for frames in zip(*sides, strict=True)), confidence=CONFIDENCE)
+    subjects = sorted(v.subject for v in found)
+    versus = "w2 gpt2/tiny naive vs stock bucket_cap_mb=25"
+    assert subjects == [versus, f"{versus} K=4", "w2 gpt2/tiny stock", "w2 gpt2/tiny stock K=4"]

@@ -34,7 +34,7 @@ from harness.analysis.verdicts.gate_outcome import (  # noqa: F401 (the outcome,
 from harness.config.bench import ConfigError
 from harness.results import contention, store
 from harness.results.layout import SUMMARY_JSON
-from harness.results.values import configuration_label, settings_words, timed_by_hook
+from harness.results.values import configuration_label, row_label, settings_words, timed_by_hook
 
 MATCH_KEYS = ("impl", "impl_options", "workload", "size", "world_size", "nnodes", "batch_size", "grad_accum", "dtype",
               "optimizer", "device")  # fmt: skip
@@ -106,7 +106,7 @@ def _strategy_label(base: pd.DataFrame, new: pd.DataFrame) -> str:
 def _configuration(base: pd.DataFrame, new: pd.DataFrame) -> str:
     """'stock comm_hook=fp16', or 'stock -> fsdp' where the runs measured different configurations (across
     strategies): each side named as everywhere else (values.configuration_label)."""
-    before, after = (configuration_label(rows["impl"].iloc[0], rows["impl_options"].iloc[0]) for rows in (base, new))
+    before, after = (row_label(rows.iloc[0]) for rows in (base, new))
     return before if before == after else f"{before} -> {after}"
 
 
@@ -139,7 +139,7 @@ def _setting_differences(base: dict, new: dict) -> list[str]:
 
 
 def _label(keys: dict) -> str:
-    strategy = configuration_label(keys["impl"], keys.get("impl_options"))
+    strategy = configuration_label(keys["impl"], keys.get("impl_options"), grad_accum=keys.get("grad_accum"))
     return f"w{keys['world_size']} {keys['workload']}/{keys['size']} {strategy}"
 
 

@@ -291,7 +291,8 @@ def _strategy_verdicts(ok: pd.DataFrame, confidence: float, max_repeats: int | N
             judged = stats.verdict(base.medians, other.medians, threshold=stats.DEFAULT_THRESHOLD,
                                    confidence=confidence)  # fmt: skip
             word = _ratio_words(judged, base.label)
-            subject = _subject(keys, layouts.versus_label(other.label, other.caps, base.label, base.caps))
+            versus = layouts.versus_label(other.label, other.caps, base.label, base.caps)
+            subject = _subject(keys, versus + values.accumulation_words(keys.get("grad_accum")))  # K=1, K=4 apart
             decided = judged["verdict"] != stats.TOO_FEW
             given_up = not decided and out_of_reach(base.medians, other.medians, max_repeats=max_repeats,
                                                     confidence=confidence, paired=False)  # fmt: skip

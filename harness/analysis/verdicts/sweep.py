@@ -47,7 +47,7 @@ def other_options(options_json: str | None) -> str:
 def label(row: pd.Series | dict) -> str:
     """'stock comm_hook=bf16': the strategy a sweep's row (or key) is of, with the options besides the cap that its
     strategy as shipped does not have: a sweep of four hook and find_unused_parameters pairs read four alike rows."""
-    return configuration_label(row["impl"], row.get("other_options"))
+    return configuration_label(row["impl"], row.get("other_options"), grad_accum=row.get("grad_accum"))
 
 
 def given_cap(options_json: str | None) -> float | None:
