@@ -69,10 +69,13 @@ SMALL_PART = 0.10
 """A part under this share of the gap is not worth a word in the sentence."""
 
 
-def step_parts(phases: dict[str, float], collectives: Sequence[dict[str, Any]], waits: dict[int, float]) -> dict:
+def step_parts(
+    phases: dict[str, float], collectives: Sequence[dict[str, Any]], waits: dict[tuple[int, int], float]
+) -> dict:
     """One step of one rank: compute_ms, exposed_comm_ms, waiting_ms (exposed time in which a collective
-    was in flight only for a later launch elsewhere: `waits` maps the collective's bucket to how long
-    it waited, counted from its launch), rest_ms (neither compute nor communication)."""
+    was in flight only for a later launch elsewhere: `waits` maps the collective's (bucket, time) key, as
+    `occurrences` numbers it, to how long it waited, counted from its launch), rest_ms (neither compute nor
+    communication)."""
     bounds = phase_bounds(phases)
     step_end = bounds["optimizer"][1]
     spans = in_flight_spans(phases, collectives)
@@ -80,7 +83,10 @@ def step_parts(phases: dict[str, float], collectives: Sequence[dict[str, Any]], 
     compute = compute_intervals(phases, [c["ready_ms"] for c in collectives], blocked)
     in_flight = merged(spans)
     exposed = minus(in_flight, compute)
-    waiting_spans = [(c["launched_ms"], c["launched_ms"] + waits.get(c["bucket"], 0.0)) for c in collectives]
+    keys = occurrences(collectives)
+    waiting_spans = [
+        (c["launched_ms"], c["launched_ms"] + waits.get(key[1:], 0.0)) for c, key in zip(collectives, keys, strict=True)
+    ]
     waiting = length(clipped(minus(exposed, minus(exposed, merged(waiting_spans))), (0.0, step_end)))
     busy = merged([*compute, *in_flight])
     return {
@@ -91,17 +97,31 @@ def step_parts(phases: dict[str, float], collectives: Sequence[dict[str, Any]], 
     }
 
 
-def waits_per_rank(collectives_by_rank: Sequence[Sequence[dict[str, Any]]]) -> list[dict[tuple[int, int], float]]:
-    """Per rank, {(step, bucket): how long its collective waited for the latest launcher}: its time in
-    flight less the shortest time in flight any rank had for that collective. A collective some rank
+def occurrences(rows: Sequence[dict[str, Any]]) -> list[tuple[int, int, int]]:
+    """Each collective's (step, bucket, time): the how-many-th launch of that bucket in its step, in launch order. One
+    bucket travels several times a step (FSDP all-gathers a unit in every forward and backward: under gradient
+    accumulation once a micro-batch), and every rank launches them in the same order, so this key matches one
+    collective across ranks where (step, bucket) kept only the last."""
+    seen: dict[tuple[int, int], int] = {}
+    keys = []
+    for row in rows:
+        slot = (row["step"], row["bucket"])
+        seen[slot] = seen.get(slot, -1) + 1
+        keys.append((*slot, seen[slot]))
+    return keys
+
+
+def waits_per_rank(collectives_by_rank: Sequence[Sequence[dict[str, Any]]]) -> list[dict[tuple[int, int, int], float]]:
+    """Per rank, {(step, bucket, time) (`occurrences`): how long its collective waited for the latest launcher}: its
+    time in flight less the shortest time in flight any rank had for that collective. A collective some rank
     did not complete (no stamp), or that not every rank ran, waits for nothing."""
-    flights: dict[tuple[int, int], dict[int, float]] = {}
+    flights: dict[tuple[int, int, int], dict[int, float]] = {}
     for rank, rows in enumerate(collectives_by_rank):
-        for row in rows:
+        for row, key in zip(rows, occurrences(rows), strict=True):
             if row.get("done_ms") is not None:
-                flights.setdefault((row["step"], row["bucket"]), {})[rank] = row["done_ms"] - row["launched_ms"]
+                flights.setdefault(key, {})[rank] = row["done_ms"] - row["launched_ms"]
     ranks = len(collectives_by_rank)
-    waits: list[dict[tuple[int, int], float]] = [{} for _ in range(ranks)]
+    waits: list[dict[tuple[int, int, int], float]] = [{} for _ in range(ranks)]
     for key, by_rank in flights.items():
         if len(by_rank) == ranks:
             shortest = min(by_rank.values())
@@ -110,7 +130,7 @@ def waits_per_rank(collectives_by_rank: Sequence[Sequence[dict[str, Any]]]) -> l
     return waits
 
 
-def late_per_step(waits: Sequence[dict[tuple[int, int], float]]) -> dict[int, tuple[int, float]]:
+def late_per_step(waits: Sequence[dict[tuple[int, int, int], float]]) -> dict[int, tuple[int, float]]:
     """Per step, (the rank that launched last, by how much): the rank that kept the others waiting
     longest in that step, and that longest wait (over its collectives)."""
     by_step: dict[int, dict[int, float]] = {}

@@ -23,6 +23,10 @@ from typing import Any
 
 Interval = tuple[float, float]
 
+SPANS = "spans"
+"""A step's timing key, where a phase ran more than once (gradient accumulation's K forwards and backwards,
+interleaved): {phase: [(start, end) ms from the step's start, …]}, as the timer marked them (`phase_spans`)."""
+
 
 def merged(intervals: Iterable[Interval]) -> list[Interval]:
     """The union of `intervals` as disjoint, sorted intervals (empty ones dropped)."""
@@ -72,19 +76,28 @@ def phase_bounds(phases: dict[str, float]) -> dict[str, Interval]:
     return bounds
 
 
+def phase_spans(phases: dict[str, Any]) -> dict[str, list[Interval]]:
+    """Where each phase ran in the step: the timer's spans where it marked them (a phase run once a micro-batch:
+    F1 B1 F2 B2 … sync optimizer), else one span each, rebuilt from the durations (phase_bounds)."""
+    rebuilt = {phase: [bounds] for phase, bounds in phase_bounds(phases).items()}
+    return {**rebuilt, **{phase: [tuple(span) for span in spans] for phase, spans in phases.get(SPANS, {}).items()}}
+
+
 def compute_intervals(
     phases: dict[str, float], ready_ms: Sequence[float], blocked: Sequence[Interval] = ()
 ) -> list[Interval]:
     """When the step computed: forward, backward up to its last gradient, optimizer, less `blocked`
-    (the intervals of collectives that held compute up)."""
-    bounds = phase_bounds(phases)
-    backward = (bounds["backward"][0], gradients_end(phases, ready_ms))
-    return minus([bounds["forward"], backward, bounds["optimizer"]], blocked)
+    (the intervals of collectives that held compute up). Under gradient accumulation every micro-batch's forward
+    and backward; the last backward, the one that synchronises, up to its last gradient."""
+    spans = phase_spans(phases)
+    *earlier, (last_start, _) = spans["backward"]
+    backward = [*earlier, (last_start, gradients_end(phases, ready_ms))]
+    return minus([*spans["forward"], *backward, *spans["optimizer"]], blocked)
 
 
 def gradients_end(phases: dict[str, float], ready_ms: Sequence[float]) -> float:
-    """When backward's last gradient was ready: the last collective ready inside backward, else backward's end."""
-    backward_start, backward_end = phase_bounds(phases)["backward"]
+    """When backward's last gradient was ready: the last collective ready inside the (last) backward, else its end."""
+    backward_start, backward_end = phase_spans(phases)["backward"][-1]
     in_backward = [r for r in ready_ms if backward_start <= r <= backward_end]
     return max(in_backward) if in_backward else backward_end
 
@@ -97,13 +110,13 @@ def step_communication(phases: dict[str, float], collectives: Sequence[dict[str,
     `collectives`: that step's timeline rows (ready_ms, launched_ms, done_ms). A collective without
     a completion stamp counts until the end of the sync phase, by which time every strategy has
     waited for all of its collectives."""
-    bounds = phase_bounds(phases)
+    spans = phase_spans(phases)
     in_flight, exposed = in_flight_and_exposed(phases, collectives)
     return {
         "comm_ms": length(in_flight),
         "exposed_comm_ms": length(exposed),
-        **{f"exposed_{phase}_ms": length(clipped(exposed, bounds[phase])) for phase in ("backward", "forward",
-                                                                                        "optimizer")},
+        **{f"exposed_{phase}_ms": sum(length(clipped(exposed, span)) for span in spans[phase])
+           for phase in ("backward", "forward", "optimizer")},
     }  # fmt: skip
 
 

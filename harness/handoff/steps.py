@@ -39,7 +39,7 @@ def step_rows(cfg: Configuration, run_id: str, results: list[RankResult]) -> lis
                 row.update(dict.fromkeys(COMM_STEP_COLUMNS + PART_STEP_COLUMNS))
             else:
                 collectives = by_step.get(step, [])
-                own = {bucket: wait for (s, bucket), wait in waits[rank].items() if s == step} if waits else {}
+                own = {key[1:]: wait for key, wait in waits[rank].items() if key[0] == step} if waits else {}
                 row.update(overlap.step_communication(timing, collectives))
                 row.update({k: v for k, v in gap.step_parts(timing, collectives, own).items()
                             if k != "exposed_comm_ms"})  # fmt: skip
@@ -48,7 +48,7 @@ def step_rows(cfg: Configuration, run_id: str, results: list[RankResult]) -> lis
     return rows
 
 
-def _late_by(waits: list[dict[tuple[int, int], float]], rank: int, step: int) -> float:
+def _late_by(waits: list[dict[tuple[int, int, int], float]], rank: int, step: int) -> float:
     """How much later this rank launched its collectives of `step` than the earliest rank (the most,
     over its collectives): the longest any rank waited for it, less its own wait."""
     late = [max(w[key] for w in waits) - waits[rank][key] for key in waits[rank] if key[0] == step]

@@ -9,9 +9,11 @@ CPU with the GPU and hide launch overheads the real training loop has.
 from __future__ import annotations
 
 import itertools
+from typing import Any
 
 import torch
 
+from harness.analysis.overlap import SPANS
 from harness.clock import Clock, Mark
 from harness.results.dictionary.columns import PHASES  # noqa: F401 (the phases, named once in the column dictionary)
 
@@ -42,11 +44,17 @@ class StepTimer:
         whatever ran between them (zeroing gradients, making batches, gaps)."""
         return self.clock.ms(self._steps[0][0][1], self._steps[-1][-1][1]) if self._steps else None
 
-    def _durations(self, marks: list[tuple[str, Mark]]) -> dict[str, float]:
-        row: dict[str, float] = {}
+    def _durations(self, marks: list[tuple[str, Mark]]) -> dict[str, Any]:
+        row: dict[str, Any] = {}
+        spans: dict[str, list[tuple[float, float]]] = {}
         for (_, prev), (phase, mark) in itertools.pairwise(marks):
             row[f"{phase}_ms"] = row.get(f"{phase}_ms", 0.0) + self.clock.ms(prev, mark)
+            spans.setdefault(phase, []).append((self.clock.ms(marks[0][1], prev), self.clock.ms(marks[0][1], mark)))
         row["step_ms"] = self.clock.ms(marks[0][1], marks[-1][1])
+        if any(len(each) > 1 for each in spans.values()):
+            # Micro-batches interleave forward and backward: where each ran, for overlap.phase_spans (summed
+            # durations alone would put micro-batch 2's forward, and its all-gathers, inside "backward").
+            row[SPANS] = spans
         return row
 
 

@@ -25,7 +25,7 @@ def collective(bucket, launched, done, *, ready=None, step=0):
 def test_a_steps_parts_add_up_to_it():
     # DDP-like: bucket 0 ready at 8 (hidden), bucket 1 ready at 10, in flight until 13 (after backward ended at 12)
     rows = [collective(0, 8, 9), collective(1, 10, 13)]
-    parts = gap.step_parts(PHASES, rows, {1: 2.0})
+    parts = gap.step_parts(PHASES, rows, {(1, 0): 2.0})
     assert parts["compute_ms"] == 4 + 6 + 2  # forward, backward to its last gradient (10), optimizer
     assert parts["exposed_comm_ms"] == 3  # 10-13
     assert parts["waiting_ms"] == 2  # 10-12: bucket 1 waited 2 ms for a later launch elsewhere
@@ -45,8 +45,22 @@ def test_a_wait_is_the_extra_time_in_flight_over_the_latest_launcher():
     early = [collective(0, 5, 15), collective(1, 9, 15.5)]
     late = [collective(0, 12, 15), collective(1, 12.5, 15.5)]  # launched 7 and 3.5 ms later, same completions
     waits = gap.waits_per_rank([early, late])
-    assert waits[0] == {(0, 0): pytest.approx(7.0), (0, 1): pytest.approx(3.5)} and set(waits[1].values()) == {0.0}
+    assert waits[0] == {(0, 0, 0): pytest.approx(7.0), (0, 1, 0): pytest.approx(3.5)}
+    assert set(waits[1].values()) == {0.0}
     assert gap.late_per_step(waits) == {0: (1, pytest.approx(7.0))}
+
+
+def test_a_bucket_launched_every_micro_batch_is_waited_for_each_time():
+    """FSDP all-gathers a unit in each of gradient accumulation's K forwards: one bucket, K collectives a step. Keyed
+    by (step, bucket) the first micro-batch's wait (6 ms here) was overwritten by the last's (1 ms)."""
+    early = [{**collective(0, 1, 9), "blocking": True}, collective(0, 20, 22)]  # the forward waits for its gather
+    late = [{**collective(0, 7, 9), "blocking": True}, collective(0, 21, 22)]
+    waits = gap.waits_per_rank([early, late])
+    assert waits[0] == {(0, 0, 0): pytest.approx(6.0), (0, 0, 1): pytest.approx(1.0)}
+    own = {key[1:]: wait for key, wait in waits[0].items()}
+    parts = gap.step_parts(PHASES | {"step_ms": 30.0, "optimizer_ms": 16.0}, early, own)
+    assert parts["waiting_ms"] == pytest.approx(6.0)  # 1-7: the forward held up by the first gather's wait
+    assert gap.late_per_step(waits) == {0: (1, pytest.approx(6.0))}
 
 
 def test_a_collective_one_rank_never_completed_waits_for_nothing():

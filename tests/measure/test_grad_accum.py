@@ -12,6 +12,7 @@ import pytest
 import torch
 
 import workloads
+from harness.analysis import overlap
 from harness.config import accumulation
 from harness.measure.timing import StepTimer
 from harness.measure.training import OPTIMIZERS, batch_seed, build_model, step_batches, train_step
@@ -103,3 +104,27 @@ def test_a_parameter_server_cannot_accumulate_and_says_why():
     assert "no no_sync" in accumulation.refused("rpc_hybrid", 4)
     assert accumulation.refused("stock", 4) is None
     assert accumulation.batch_words(world_size=8, grad_accum=8, batch_size=8) == "global batch 512 = 8 ranks × K=8 × 8"
+
+
+def test_the_timer_marks_where_each_micro_batch_ran():
+    _, _, timer = trained(2, steps=1)
+    (row,) = timer.collect()
+    spans = row[overlap.SPANS]
+    assert len(spans["forward"]) == len(spans["backward"]) == 2 and len(spans["sync"]) == 1
+    (f1, b1, f2, b2) = spans["forward"][0], spans["backward"][0], spans["forward"][1], spans["backward"][1]
+    assert f1[0] == 0.0 and f1[1] == b1[0] and b1[1] == f2[0] and f2[1] == b2[0]  # F1 B1 F2 B2, back to back
+    assert sum(e - s for s, e in spans["forward"]) == pytest.approx(row["forward_ms"])
+    (plain,) = trained(1, steps=1)[2].collect()
+    assert overlap.SPANS not in plain  # K=1's timing as before
+
+
+def test_an_all_gather_in_the_second_forward_is_exposed_in_forward():
+    """F1 0-2, B1 2-6, F2 6-8, B2 8-12, sync 12-14, optimizer 14-16; the second forward waits 6-7 for its
+    all-gather. From summed durations (forward 0-4, backward 4-12) it read as exposed in backward."""
+    phases = {"step_ms": 16.0, "forward_ms": 4.0, "backward_ms": 8.0, "sync_ms": 2.0, "optimizer_ms": 2.0,
+              overlap.SPANS: {"forward": [(0.0, 2.0), (6.0, 8.0)], "backward": [(2.0, 6.0), (8.0, 12.0)],
+                              "sync": [(12.0, 14.0)], "optimizer": [(14.0, 16.0)]}}  # fmt: skip
+    gather = {"step": 0, "bucket": 0, "ready_ms": 6.0, "launched_ms": 6.0, "done_ms": 7.0, "blocking": True}
+    found = overlap.step_communication(phases, [gather])
+    assert (found["exposed_forward_ms"], found["exposed_backward_ms"]) == (1.0, 0.0)
+    assert found["exposed_comm_ms"] == 1.0
