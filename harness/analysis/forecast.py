@@ -91,7 +91,7 @@ def paced_here(configurations, results: Path) -> list[Paced]:
                     _count(row["nnodes"]),
                     _count(row["threads_per_rank"]),
                     str(row["dtype"]),
-                    float(row["flops_per_sample"]) * float(row["batch_size"]),
+                    float(row["flops_per_sample"]) * float(row["batch_size"]) * float(row["grad_accum"]),  # K batches
                     float(group["step_ms_median"].median()),
                 ),
             )

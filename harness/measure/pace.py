@@ -117,12 +117,18 @@ def training_flops_per_sample(workload) -> float | None:
 
 
 def compute_floor_s(cfg, *, flops_per_sample: float, flops_per_s: float, threads: int, cores: int | None) -> float:
-    """The least time `cfg`'s warm-up and timed steps take: each rank's batch at `flops_per_s`, the node's ranks
-    of `threads` threads sharing `cores` where they outnumber them (a GPU rank has its own GPU: cores None)."""
-    per_step = flops_per_sample * cfg.batch_size / flops_per_s
+    """The least time `cfg`'s warm-up and timed steps take: each rank's batch at `flops_per_s` (its K micro-batches'
+    under --grad-accum K), the node's ranks of `threads` threads sharing `cores` where they outnumber them (a GPU
+    rank has its own GPU: cores None)."""
+    per_step = flops_per_sample * step_samples(cfg) / flops_per_s
     ranks_here = cfg.world_size // max(cfg.nnodes, 1) + cfg.extra_ranks
     turns = max(1.0, ranks_here * threads / cores) if cores else 1.0
     return (cfg.warmup + cfg.steps) * per_step * turns
+
+
+def step_samples(cfg) -> int:
+    """The samples one rank's step trains on: its `grad_accum` micro-batches of `batch_size`."""
+    return cfg.batch_size * cfg.grad_accum
 
 
 GRADIENT_BYTES = 4

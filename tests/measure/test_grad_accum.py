@@ -128,3 +128,17 @@ def test_an_all_gather_in_the_second_forward_is_exposed_in_forward():
     found = overlap.step_communication(phases, [gather])
     assert (found["exposed_forward_ms"], found["exposed_backward_ms"]) == (1.0, 0.0)
     assert found["exposed_comm_ms"] == 1.0
+
+
+def test_the_dry_runs_flops_floor_counts_every_micro_batch():
+    """Before, pace.compute_floor_s priced a K=4 step as one micro-batch's FLOPs."""
+    from harness.config.grid import Configuration
+    from harness.measure.pace import compute_floor_s
+
+    def floor(accum: int) -> float:
+        cfg = Configuration(config_id="c", impl="stock", impl_options={}, workload="mlp", size="small", world_size=2,
+                            nnodes=1, batch_size=32, steps=3, warmup=1, dtype="fp32", device="cpu", backend="gloo",
+                            seed=0, parity=False, grad_accum=accum)  # fmt: skip
+        return compute_floor_s(cfg, flops_per_sample=1e6, flops_per_s=1e9, threads=1, cores=2)
+
+    assert floor(4) == pytest.approx(4 * floor(1)) and floor(1) == pytest.approx(4 * 32 * 1e6 / 1e9)

@@ -253,7 +253,7 @@ def _floors(configurations, *, threads: int, pace: tuple[float | None, str]) -> 
     if not configurations or rate is None:
         return []
     from harness.measure import meta_counts
-    from harness.measure.pace import compute_floor_s
+    from harness.measure.pace import compute_floor_s, step_samples
 
     floors = []
     cores = available_cpus() if configurations[0].device == "cpu" else None
@@ -264,7 +264,7 @@ def _floors(configurations, *, threads: int, pace: tuple[float | None, str]) -> 
                                     threads=threads, cores=cores)  # fmt: skip
             traffic_s, how = _memory_floor(cfg, threads=threads, cores=cores)
             by_bytes = how if traffic_s > floor else None
-            floors.append((cfg, max(floor, traffic_s), kept["flops_per_sample"] * cfg.batch_size, floor, traffic_s,
+            floors.append((cfg, max(floor, traffic_s), kept["flops_per_sample"] * step_samples(cfg), floor, traffic_s,
                            by_bytes))  # fmt: skip
     return floors
 
