@@ -118,8 +118,20 @@ def configuration_labels(impl_names, impl_options, *, without: tuple[str, ...] =
 
 
 def strategy_labels(rows, *, without: tuple[str, ...] = ()) -> list[str]:
-    """Each row's name in a table of them (configuration_labels; its repeat not named)."""
-    return configuration_labels(rows["impl"], rows["impl_options"], without=without)
+    """Each row's name in a table of them (configuration_labels; its repeat not named), with its K where not 1."""
+    names = configuration_labels(rows["impl"], rows["impl_options"], without=without)
+    accum = rows["grad_accum"] if "grad_accum" in rows else [1] * len(names)
+    return [name + accumulation_words(k) for name, k in zip(names, accum, strict=True)]
+
+
+def batch_words(row: Mapping[str, Any]) -> str:
+    """A configuration's samples per rank per step: '32', or 'K=4 × 32 = 128 (global batch 256)' where it
+    accumulated gradients, the global batch being every rank's (world size × K × batch size): the run page's cell."""
+    size, accum = row.get("batch_size"), row.get("grad_accum")
+    if not accumulation_words(accum):
+        return "" if size is None or size != size else str(int(size))  # None or NaN: a failed row's unknown
+    per_rank = int(accum) * int(size)
+    return f"K={int(accum)} × {int(size)} = {per_rank} (global batch {per_rank * int(row['world_size'])})"
 
 
 def to_arrow(value: Any, type_: pa.DataType) -> Any:

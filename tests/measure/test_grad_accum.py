@@ -130,6 +130,19 @@ def test_an_all_gather_in_the_second_forward_is_exposed_in_forward():
     assert found["exposed_comm_ms"] == 1.0
 
 
+def test_the_run_pages_table_says_k_and_the_global_batch():
+    """Before, its batch/rank cell read '32' for K=1 and K=4 alike; the console line alone said K."""
+    import pandas as pd
+
+    from reports.pages.run.run_page import TABLE_COLUMNS, configs_table
+
+    rows = [{column: None for column, _, _ in TABLE_COLUMNS} for _ in range(2)]
+    for row, accum in zip(rows, (1, 4), strict=True):
+        row.update(config_id=f"c{accum}", status="ok", impl="stock", world_size=2, batch_size=32, grad_accum=accum)
+    page = configs_table(pd.DataFrame(rows).drop(columns="batch"))
+    assert "K=4 × 32 = 128 (global batch 256)" in page and "<td>32</td>" in page
+
+
 def test_the_dry_runs_flops_floor_counts_every_micro_batch():
     """Before, pace.compute_floor_s priced a K=4 step as one micro-batch's FLOPs."""
     from harness.config.grid import Configuration

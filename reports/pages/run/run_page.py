@@ -18,7 +18,7 @@ from harness.analysis.verdicts import compare as comparing
 from harness.analysis.verdicts.environment import fault_share, fault_words, kept_fault
 from harness.results import contention, invocation, layout, store
 from harness.results.invocation import as_typed, resume_command
-from harness.results.values import counted, failed_parity_words, strategy_labels
+from harness.results.values import batch_words, counted, failed_parity_words, strategy_labels
 from reports import aggregate
 from reports.aggregate import RunData, hosts_text, machine_summary, precision, usable_cores
 from reports.pages import alerts, answer
@@ -44,7 +44,7 @@ TABLE_COLUMNS = (
     ("workload", "workload", None),
     ("size", "size", None),
     ("world_size", "ranks", None),
-    ("batch_size", "batch/rank", None),
+    ("batch", "batch/rank", None),  # values.batch_words: K and the global batch where K is not 1
     ("step_ms_median", "step ms (median)", 2),
     ("step_ms_p10", "p10", 2),
     ("step_ms_p90", "p90", 2),
@@ -63,7 +63,7 @@ TABLE_COLUMNS = (
 
 
 def configs_table(configs: pd.DataFrame) -> str:
-    ordered = configs.sort_values("config_id")
+    ordered = configs.sort_values("config_id").assign(batch=lambda f: [batch_words(r) for r in f.to_dict("records")])
     rows = [[config_cell(col, row[col], digits) for col, _, digits in TABLE_COLUMNS] for _, row in ordered.iterrows()]
     return table([esc(t) for _, t, _ in TABLE_COLUMNS], rows, row_classes=[esc(s) for s in ordered["status"]])
 
