@@ -70,4 +70,17 @@ def held_as_row(held: dict[str, int] | None) -> dict[str, float | None]:
         "held_grad_mb": held["grad_bytes"] / MB if "grad_bytes" in held else None,
         "held_optimizer_state_mb": held["optimizer_state_bytes"] / MB if "optimizer_state_bytes" in held else None,
         "held_grad_view_mb": held["grad_view_bytes"] / MB if "grad_view_bytes" in held else None,
+        "held_ahead_batches_mb": held["ahead_batch_bytes"] / MB if "ahead_batch_bytes" in held else None,
     }
+
+
+def batch_bytes(batches) -> int:
+    """The bytes of every tensor in `batches` (tensors, or tuples, lists and dicts of them, nested): gradient
+    accumulation's micro-batches made ahead of their forward, held through the step (`held_ahead_batches_mb`)."""
+    if isinstance(batches, torch.Tensor):
+        return local_nbytes(batches)
+    if isinstance(batches, dict):
+        return batch_bytes(list(batches.values()))
+    if isinstance(batches, (tuple, list)):
+        return sum(batch_bytes(part) for part in batches)
+    return 0  # not a tensor: no bytes of a batch's tensors

@@ -24,7 +24,7 @@ from harness.config.grid import Configuration
 from harness.handoff import costs, faults
 from harness.handoff.progress import StepProgress
 from harness.handoff.rank_result import RankResult, name_unused
-from harness.measure.held import held_as_row, held_bytes
+from harness.measure.held import batch_bytes, held_as_row, held_bytes
 from harness.measure.memory import MemorySampler, driven_devices, peaks_as_row
 from harness.measure.timing import make_step_timer
 from harness.measure.training import (
@@ -368,16 +368,11 @@ def train(
             if not single_process:
                 session.barrier()  # every rank starts the measured window together
             _open_window(sampler, session.device)
-        *accumulated, batch = step_batches(
-            step_parts["workload"],
-            batch_size=cfg.batch_size,
-            seed=cfg.seed,
-            ranks=ranks,
-            step=step,
-            device=session.device,
-            grad_accum=cfg.grad_accum,
-        )
+        *accumulated, batch = step_batches(step_parts["workload"], batch_size=cfg.batch_size, seed=cfg.seed,
+                                           ranks=ranks, step=step, device=session.device,
+                                           grad_accum=cfg.grad_accum)  # fmt: skip
         last = step == cfg.warmup + cfg.steps - 1
+        held["ahead_batch_bytes"] = batch_bytes(accumulated)  # made before the step, held through it: not timed
         inspect = (lambda: held.update(held_bytes(step_parts["model"], step_parts["optimizer"]))) if last else None
         delay = (lambda step=step: watch.before_backward(cfg, session, step)) if slowed else None
         skipped += train_step(batch=batch, timer=warmup_timer if step < cfg.warmup else timer, precision=precision,

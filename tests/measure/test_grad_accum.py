@@ -155,3 +155,16 @@ def test_the_dry_runs_flops_floor_counts_every_micro_batch():
         return compute_floor_s(cfg, flops_per_sample=1e6, flops_per_s=1e9, threads=1, cores=2)
 
     assert floor(4) == pytest.approx(4 * floor(1)) and floor(1) == pytest.approx(4 * 32 * 1e6 / 1e9)
+
+
+def test_the_micro_batches_made_ahead_are_counted_as_held():
+    """The K−1 micro-batches made before the step (so that making them is not timed) sit in the memory peaks: their
+    bytes are said (held_ahead_batches_mb), so a reader can take them off what a real loop would hold."""
+    from harness.measure.held import MB, batch_bytes, held_as_row
+
+    workload = workloads.create("mlp", size="tiny")
+    *ahead, last = step_batches(workload, ranks=[0], step=0, grad_accum=4, **SETUP)
+    one = batch_bytes(last)
+    assert one == sum(t.numel() * t.element_size() for t in (last if isinstance(last, (tuple, list)) else [last]))
+    assert batch_bytes(ahead) == 3 * one > 0 and batch_bytes({"x": ahead}) == 3 * one
+    assert held_as_row({"ahead_batch_bytes": 3 * one})["held_ahead_batches_mb"] == pytest.approx(3 * one / MB)

@@ -144,10 +144,17 @@ MEMORY = (
         MIB_UNIT,
         "the part of `held_grad_mb` stored as views into a larger allocation: gradients that live in their strategy's buckets (DDP's `gradient_as_bucket_view`, `flat` and `bucketed` after their sync), so the buckets hold no second copy of them then; FSDP's sharded gradients are such views too (it keeps no buckets)",
     ),
+    C(
+        "held_ahead_batches_mb",
+        F64,
+        MIB_UNIT,
+        "gradient accumulation's micro-batches made before the step, so that their making is not timed, beyond the one being trained: `grad_accum` − 1 of them (their tensors' bytes), held through the step. That much of the memory peaks is the harness's: a training loop that makes each batch before its forward does not hold them. 0 at `grad_accum` 1; null in runs from before the column",
+    ),
 )
 PEAK_MEMORY = ("mem_peak_nvml_mb", "mem_peak_nvml_process_mb", "mem_peak_allocated_mb", "mem_peak_reserved_mb",
                "mem_peak_rss_mb", "gpu_util_peak_pct", "power_peak_w",
-               "held_param_mb", "held_grad_mb", "held_optimizer_state_mb", "held_grad_view_mb")  # fmt: skip
+               "held_param_mb", "held_grad_mb", "held_optimizer_state_mb", "held_grad_view_mb",
+               "held_ahead_batches_mb")  # fmt: skip
 MEAN_MEMORY = ("gpu_util_mean_pct", "sm_clock_mean_mhz", "power_mean_w")
 RANK_ZERO_MEMORY = ("mem_nvml_struct", "mem_samples", "mem_note")  # the sampler's setting and note: rank 0's
 OVER_RANKS = {
