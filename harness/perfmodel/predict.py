@@ -323,6 +323,12 @@ def run_setups(run: Path) -> list[dict]:
     ]
 
 
+def accumulated(run: Path) -> list[int]:
+    """The K>1 a run's rows accumulated gradients over (`bench --grad-accum`): predict prices none of them yet (one
+    micro-batch's compute and one sync a step; its keys here, in memory and measured pool K rows with K=1's)."""
+    return sorted({int(k) for k in store.read_configs(run).get("grad_accum", pd.Series(dtype=int)).dropna() if k > 1})
+
+
 def workload_source(run: Path, setup: dict) -> tuple[str, dict]:
     """(spec, options) that the run built this setup's workload from (its rows say: `workload` is only its
     name); the name itself for rows written before specs were recorded."""

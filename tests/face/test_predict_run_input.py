@@ -809,3 +809,16 @@ def test_a_run_without_a_cap_sweep_has_its_forecast_held_against_its_own_steps_a
     assert cli.main(["predict", "--run", "cpu_run", "--results", str(tmp_path), "--busbw", "1GB/s",
                      "--against", "cpu_run"]) == 0  # fmt: skip
     assert capsys.readouterr().out.count("forecast check:") == 1  # said once, by its validation
+
+
+def test_a_run_that_accumulated_gradients_is_refused_until_predict_prices_k(tmp_path, capsys):
+    """predict priced a --grad-accum 4 row as one micro-batch and one sync, and pooled it with K=1's rows (a run of
+    K=1 and 4 read 'the run's baseline step at one rank (215.5 ms over every repeat)', both K's steps in one mean)."""
+    run = _copy("cpu_run", tmp_path)
+    config_id = store.read_configs(run)["config_id"].iloc[-1]
+    store.rewrite_config_row(run, config_id, {**store.read_config_row(run, config_id), "grad_accum": 4})
+    written = list(_files(tmp_path))
+    assert cli.main(["predict", "--run", "cpu_run", "--results", str(tmp_path), "--busbw", "10GB/s"]) == 2
+    said = _one_line_error(capsys)
+    assert "run cpu_run measured gradient accumulation (--grad-accum 4)" in said and "--grad-accum 1" in said
+    assert list(_files(tmp_path)) == written  # nothing written

@@ -90,6 +90,10 @@ def matching_setups(run_dir: Path, args: argparse.Namespace) -> list[dict]:
     from harness.perfmodel import predict
 
     setups = predict.run_setups(run_dir)
+    if accum := predict.accumulated(run_dir):  # its K>1 steps are K micro-batches and one sync, priced as one each
+        raise ConfigError(f"run {run_dir.name} measured gradient accumulation (--grad-accum {','.join(map(str, accum))}"
+                          "); predict prices one micro-batch and one sync a step, not K: give a run at "
+                          "--grad-accum 1")  # fmt: skip
     chosen = [
         s for s in setups if all(not getattr(args, key) or getattr(args, key) == s[key] for key, _ in SETUP_FLAGS)
     ]
