@@ -4,9 +4,11 @@ types, field metadata and values, byte for byte as Arrow reads them."""
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 
 import pyarrow.parquet as pq
+import pytest
 
 from harness.handoff import pairing, records
 from harness.handoff.rank_result import RankResult
@@ -81,3 +83,18 @@ def test_the_pairing_writes_what_deriving_from_every_row_wrote(tmp_path):
     for table, spec in (("configs", columns.CONFIGS), ("steps", columns.STEPS)):
         again = store.unified([pq.read_table(p) for p in sorted((now / table).glob("*.parquet"))], spec)
         assert store._read_folder(now / table, spec).equals(again)
+
+
+def test_a_k4_row_pairs_with_the_k4_rows_of_its_setup(tmp_path):
+    """`bench --grad-accum 1,4`'s second repeat re-pairs rows that carry K: a K=4 row scales against world size 1's
+    K=4 row, not its K=1 one (a run at --repeats 2 stopped here with an AttributeError before RowSetup had K)."""
+    launch = []
+    for accum, world, ms in ((1, 1, 5.0), (4, 1, 40.0), (1, 2, 8.0), (4, 2, 50.0)):
+        cfg, results = _results("naive", world, 0, ms)
+        launch.append((dataclasses.replace(cfg, config_id=f"{cfg.config_id}-k{accum}", grad_accum=accum), results))
+    _write(tmp_path, launch)
+    written = store.read_configs(tmp_path)
+    row = store.read_config_row(tmp_path, "mlp-naive-w2-r0-k4")
+    found = pairing.paired_columns(row, [], written)
+    # K=4: 640 samples/s at world size 2 over 2 × 400 at world size 1; against K=1's 800 at world size 1 it read 0.4
+    assert found["scaling_efficiency"] == pytest.approx(0.8)
