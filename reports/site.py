@@ -196,6 +196,13 @@ def write_whatif_page(run_folder: Path, meta: dict, configs, cluster, out: Path,
     return name
 
 
+def accumulated(configs) -> list[int]:
+    """The K>1 a run's rows accumulated gradients over (`bench --grad-accum`), which the what-if model, like
+    `predict --run`, does not price: it would take a step of K micro-batches for one micro-batch and one sync."""
+    column = configs.get("grad_accum", [])
+    return sorted({int(k) for k in column if k == k and k > 1})
+
+
 def no_whatif_words(meta: dict, configs, cluster) -> str:
     """Why the site wrote no what-if page of a run on `cluster`, and the commands that give it one, as they run: bench
     records the gradient profile the page rests on at one rank only, so a run of one world size (--largest-only) has
@@ -203,6 +210,11 @@ def no_whatif_words(meta: dict, configs, cluster) -> str:
     report writes the page. '' where a page was not asked for (no cluster)."""
     if cluster is None:
         return ""
+    if accum := accumulated(configs):
+        return (
+            f"it measured gradient accumulation (--grad-accum {','.join(map(str, accum))}), which the what-if model "
+            "does not price yet (it prices one micro-batch and one sync a step); a run at --grad-accum 1 gets one"
+        )
     ok = configs.loc[configs["status"] == "ok", "world_size"] if "status" in configs else configs.get("world_size", [])
     flag = " (--largest-only)" if (meta.get("config") or {}).get("ladder") is False else ""
     if 1 in {int(w) for w in ok}:
@@ -291,11 +303,12 @@ def _write_run(run_folder: Path, out: Path, cluster, *, comparisons, shared, as_
     run.meta["comparisons"] = [c for c in comparisons if run_folder.name in (c["base"], c["new"])]
     run.meta["predict_pages"] = [p for p in shared if p["run"] == run_folder.name]  # at a GPU step given
     profiles = run.gradprofiles  # read with the run
-    if cluster is not None and not profiles.empty:
-        on_step(f"its what-if page on {cluster.name}")
-    counts = as_predict(run_folder, run.configs) if as_predict and cluster is not None and not profiles.empty else {}
+    priced = None if accumulated(run.configs) else cluster  # as predict --run, none of a run it would refuse
+    if priced is not None and not profiles.empty:
+        on_step(f"its what-if page on {priced.name}")
+    counts = as_predict(run_folder, run.configs) if as_predict and priced is not None and not profiles.empty else {}
     try:
-        run.meta["whatif"] = write_whatif_page(run_folder, run.meta, run.configs, cluster, out, profiles=profiles,
+        run.meta["whatif"] = write_whatif_page(run_folder, run.meta, run.configs, priced, out, profiles=profiles,
                                              **counts)  # fmt: skip
     except Exception as exc:  # a prediction's fault must not cost the measured run its page, nor the site
         log.warning("what-if page of run %s not written (%s: %s); its run page and the rest are: please report "
@@ -303,7 +316,7 @@ def _write_run(run_folder: Path, out: Path, cluster, *, comparisons, shared, as_
         (out / "runs" / f"{run_folder.name}.whatif.html").unlink(missing_ok=True)
         run.meta["whatif"] = None
     run.meta["whatif_cluster"] = getattr(cluster, "name", None)
-    run.meta["whatif_missing"] = "" if run.meta["whatif"] or not profiles.empty else no_whatif_words(
+    run.meta["whatif_missing"] = "" if run.meta["whatif"] or (priced and not profiles.empty) else no_whatif_words(
         run.meta, run.configs, cluster)  # fmt: skip
     run.meta["whatif_steps"] = whatif.steps_known(run.meta)  # else its communication and memory alone
     path = out / "runs" / f"{run_folder.name}.html"

@@ -289,3 +289,36 @@ def test_a_run_without_a_gradient_profile_says_why_it_has_no_what_if_page_and_wh
     assert site.no_whatif_words(meta, store.read_configs(DATA / "failures"), None) == ""  # none asked for
     page = on_a_cluster({**meta, "whatif_cluster": "dgx-h100", "whatif_missing": "none; `ddpbench report` <x>"})
     assert "No what-if page on dgx-h100: none; <code>ddpbench report</code> &lt;x&gt;.</p>" in page
+
+
+def test_a_run_that_accumulated_gradients_gets_no_what_if_page_and_says_why(tmp_path, monkeypatch):
+    """The what-if model prices one micro-batch and one sync a step, as `predict --run` does, which refuses a run of
+    `--grad-accum` K>1: the site built its page anyway, a step of K micro-batches priced as one. Now it writes none and
+    says why; the same run at K=1 keeps its page."""
+    import dataclasses
+
+    from harness.perfmodel.clusters.cluster import load
+
+    shutil.copytree(DATA / "cpu_run", tmp_path / "results" / "cpu_run")
+    (tmp_path / "site" / "runs").mkdir(parents=True)
+    h100, real_read = load("dgx-h100"), site.read_run
+
+    def read_at(accum: int):
+        def read(folder, **kwargs):
+            run = real_read(folder, **kwargs)
+            return dataclasses.replace(run, configs=run.configs.assign(grad_accum=accum))
+
+        return read
+
+    built = {}
+    for accum in (1, 4):
+        monkeypatch.setattr(site, "read_run", read_at(accum))
+        row, _, whatif = site.write_run(tmp_path / "results" / "cpu_run", tmp_path / "site", h100, comparisons=[],
+                                        shared=[])  # fmt: skip
+        built[accum] = whatif, (tmp_path / "site" / "runs" / "cpu_run.whatif.html").is_file(), row["whatif_missing"]
+    assert built[1][:2] == (tmp_path / "site" / "runs" / "cpu_run.whatif.html", True)
+    assert built[4][:2] == (None, False)  # K=1's page, written first, removed: nothing may link it
+    assert built[4][2].startswith("it measured gradient accumulation (--grad-accum 4)")
+    said = site.no_whatif_words({"page": "cpu_run"}, pd.DataFrame({"grad_accum": [1, 4]}), h100)
+    assert said.startswith("it measured gradient accumulation (--grad-accum 4), which the what-if model does not price")
+    assert site.accumulated(pd.DataFrame({"grad_accum": [1, 1]})) == [] == site.accumulated(pd.DataFrame({"x": [1]}))
