@@ -29,6 +29,7 @@ from urllib.parse import quote
 
 from harness.analysis.verdicts import history as answer_history
 from harness.analysis.verdicts.environment import fault_rows
+from harness.perfmodel.predict import accumulated_in as accumulated  # as predict --run, none of a K>1 run
 from harness.results import contention, layout, model_tables, store
 from harness.results.invocation import page_run_words, report_command, resume_command
 from reports import aggregate, step_series
@@ -194,13 +195,6 @@ def write_whatif_page(run_folder: Path, meta: dict, configs, cluster, out: Path,
         return None
     write_text(out / "runs" / name, whatif.whatif_page(meta, configs, profiles, cluster, **as_predict))
     return name
-
-
-def accumulated(configs) -> list[int]:
-    """The K>1 a run's rows accumulated gradients over (`bench --grad-accum`), which the what-if model, like
-    `predict --run`, does not price: it would take a step of K micro-batches for one micro-batch and one sync."""
-    column = configs.get("grad_accum", [])
-    return sorted({int(k) for k in column if k == k and k > 1})
 
 
 def no_whatif_words(meta: dict, configs, cluster) -> str:

@@ -326,7 +326,12 @@ def run_setups(run: Path) -> list[dict]:
 def accumulated(run: Path) -> list[int]:
     """The K>1 a run's rows accumulated gradients over (`bench --grad-accum`): predict prices none of them yet (one
     micro-batch's compute and one sync a step; its keys here, in memory and measured pool K rows with K=1's)."""
-    return sorted({int(k) for k in store.read_configs(run).get("grad_accum", pd.Series(dtype=int)).dropna() if k > 1})
+    return accumulated_in(store.read_configs(run))
+
+
+def accumulated_in(configs: pd.DataFrame) -> list[int]:
+    """`accumulated` of rows already read (the site's what-if page refuses what predict refuses)."""
+    return sorted({int(k) for k in configs.get("grad_accum", pd.Series(dtype=int)).dropna() if k > 1})
 
 
 def workload_source(run: Path, setup: dict) -> tuple[str, dict]:
